@@ -1,0 +1,38 @@
+// The eggroll subcommands and what they share.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eggroll/io/config.hpp"
+
+namespace eggroll::cli {
+
+struct TrainArgs {
+  std::string config;                  // "" = the built-in demo
+  std::vector<std::string> overrides;  // --set section.key=value
+  std::string run_dir;
+  bool resume = false;
+  std::string json;
+};
+int train(const TrainArgs& args);
+
+struct EvalArgs {
+  std::string target;  // run folder or checkpoint file
+  std::string json;
+};
+int eval(const EvalArgs& args);
+
+int plot(const std::string& run_dir, const std::string& out);
+int info(const std::string& json);
+
+// The built-in default job: a regression demo that visibly learns within a minute.
+extern const char* const kDefaultConfig;
+
+// Registers the model and task kinds, then loads (or, for "", parses the default) config.
+Config load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// Writes JSON to path ("-" = standard output).
+void write_json(const std::string& path, const nlohmann::json& j);
+
+}  // namespace eggroll::cli

@@ -1,0 +1,52 @@
+// eggroll: train, evaluate and inspect EGGROLL runs from the command line.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "eggroll/core/error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace eggroll::cli;
+  CLI::App app{"eggroll: EGGROLL low-rank evolution strategies"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", EGGROLL_CLI_VERSION);
+
+  TrainArgs train_args;
+  auto* t = app.add_subcommand("train", "Train a model (without CONFIG: the built-in demo)");
+  t->add_option("config", train_args.config, "Config file (TOML)");
+  t->add_option("--set", train_args.overrides, "Override a key: section.key=value (repeatable)")->allow_extra_args(false);
+  t->add_option("--run-dir", train_args.run_dir, "Run folder (default runs/<config stem>-<UTC time>)");
+  t->add_flag("--resume", train_args.resume, "Continue the run in --run-dir from its newest valid checkpoint");
+  t->add_option("--json", train_args.json, "Write a JSON summary to FILE (- for standard output)");
+
+  EvalArgs eval_args;
+  auto* e = app.add_subcommand("eval", "Evaluate the unperturbed model of a run folder or checkpoint");
+  e->add_option("target", eval_args.target, "Run folder or checkpoint file")->required();
+  e->add_option("--json", eval_args.json, "Write the figures as JSON to FILE (- for standard output)");
+
+  std::string plot_dir, plot_out;
+  auto* p = app.add_subcommand("plot", "Draw the learning curve of a run as a PNG (needs gnuplot)");
+  p->add_option("run_dir", plot_dir, "Run folder")->required();
+  p->add_option("--out", plot_out, "PNG file (default RUN_DIR/learning_curve.png)");
+
+  std::string info_json;
+  auto* i = app.add_subcommand("info", "Version, backends, SIMD level, threads, GPUs");
+  i->add_option("--json", info_json, "Write the information as JSON to FILE (- for standard output)");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (t->parsed()) return train(train_args);
+    if (e->parsed()) return eval(eval_args);
+    if (p->parsed()) return plot(plot_dir, plot_out);
+    if (i->parsed()) return info(info_json);
+  } catch (const eggroll::Error& err) {
+    std::fprintf(stderr, "eggroll: error: %s\n", err.what());
+    return 1;
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "eggroll: unexpected error: %s\n", err.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// Backend: the ops every forward pass and update is built from, with one implementation per
+// backend (reference = scalar oracle, cpu = threads). Shapes are in comments as (rows, cols);
+// all matrices are row-major. A matrix parameter W is (m, n) and is applied as y = x W^T.
+//
+// Factor blocks (ALGORITHM.md 1.6 layout): one pair's factors for an (m, n) matrix at rank r
+// are r (n + m) contiguous floats, B (n, r) first, then A (m, r).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace eggroll {
+
+enum class Activation { none, relu, tanh, gelu, silu };
+Activation activation_from_name(const std::string& name);
+std::string activation_name(Activation a);
+
+// A batch of members, each owning rows_per_member consecutive rows of the activations.
+struct MemberRows {
+  std::int64_t n_members = 0;
+  std::int64_t rows_per_member = 1;
+  std::int64_t rows() const { return n_members * rows_per_member; }
+};
+
+// Per-member low-rank perturbation of one matrix: member j uses blocks[j] scaled by coef[j]
+// (coef = s_j sigma / sqrt(r); 0 for an unperturbed member, whose block may be null).
+struct LowRankFactors {
+  std::int64_t m = 0, n = 0, rank = 1;
+  const float* const* blocks = nullptr;  // (n_members) pointers to r (n + m) floats
+  const float* coef = nullptr;           // (n_members)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual void set_threads(int threads) {}
+
+  // y (rows, m) = x (rows, n) W^T, W (m, n). Each row's result depends on that row alone.
+  virtual void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x,
+                       const float* w, float* y) = 0;
+  // y[row] += coef_j * (x[row] B_j) A_j^T for every row of member j.
+  virtual void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
+                                  float* y) = 0;
+  // out (m, n) += weight[k] * A_k B_k^T for k = 0, 1, ..., n_terms - 1, added to out one term at a
+  // time in k order (so splitting the terms over calls gives the same bits).
+  virtual void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_terms,
+                              const float* const* blocks, const double* weight, float* out) = 0;
+  // y (rows, d) += v[member of row] where v is (n_members, d) with row stride v_stride (0 = shared).
+  virtual void add_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
+                        float* y) = 0;
+  // y (rows, d) *= v[member of row], the same stride convention.
+  virtual void mul_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
+                        float* y) = 0;
+  // y = (x - mean) / sqrt(var + eps) per row (no affine part).
+  virtual void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) = 0;
+  // y = x / (mean |x| + eps) per row (no affine part).
+  virtual void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) = 0;
+  virtual void activation(Activation a, std::int64_t n, const float* x, float* y) = 0;
+  // y (rows, d): row of member j, position t = W[tokens[row]] + coef_j * A_j[tokens[row]] B_j^T,
+  // with W (vocab, d) and factors for an (m = vocab, n = d) matrix.
+  virtual void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                         const float* w, const LowRankFactors& f, float* y) = 0;
+};
+
+enum class BackendKind { reference, cpu };
+std::unique_ptr<Backend> make_backend(BackendKind kind);
+BackendKind backend_from_name(const std::string& name);
+
+}  // namespace eggroll

@@ -1,0 +1,136 @@
+// Noisers (ALGORITHM.md 1.1, 1.5) and the population view that forward passes read.
+//
+// A Noiser decides how member i's parameters differ from the shared ones inside each op
+// (matmul, vector, embedding lookup) and how shaped fitness becomes a gradient estimate.
+// A PopulationView is one epoch's range of members [begin, end); it owns the epoch-scoped
+// factor cache, so a task that calls forward many times per epoch reuses each pair's factors.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eggroll/backend/backend.hpp"
+#include "eggroll/core/tensor.hpp"
+#include "eggroll/es/shaping.hpp"
+#include "eggroll/io/config.hpp"
+#include "eggroll/model/params.hpp"
+#include "eggroll/noise/noise.hpp"
+
+namespace eggroll {
+
+class Noiser;
+
+class PopulationView {
+ public:
+  PopulationView(const Noiser& noiser, std::int64_t epoch, double sigma, std::int64_t begin, std::int64_t end);
+  PopulationView(const PopulationView&) = delete;
+  PopulationView& operator=(const PopulationView&) = delete;
+
+  const Noiser& noiser() const { return *noiser_; }
+  std::int64_t epoch() const { return epoch_; }
+  std::uint64_t noise_epoch() const { return noise_epoch_; }
+  double sigma() const { return sigma_; }
+  std::int64_t begin() const { return begin_; }
+  std::int64_t end() const { return end_; }
+  std::int64_t size() const { return end_ - begin_; }
+  std::int64_t pair_begin() const { return pair_begin_; }
+  std::int64_t pair_end() const { return pair_end_; }
+
+  // len normal values of (param, pair, tag), pair in [pair_begin, pair_end): from the noise table
+  // (tag factors, es.noise_source = table) or generated once per view for all its pairs.
+  // Call from one thread; the pointer stays valid for the view's lifetime.
+  const float* normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
+  const std::uint32_t* bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
+  std::int64_t cached_bytes() const;
+
+ private:
+  struct Key {
+    std::uint64_t param;
+    NoiseTag tag;
+    bool operator<(const Key& o) const { return param != o.param ? param < o.param : tag < o.tag; }
+  };
+  const Noiser* noiser_;
+  std::int64_t epoch_;
+  std::uint64_t noise_epoch_;
+  double sigma_;
+  std::int64_t begin_, end_, pair_begin_, pair_end_;
+  std::map<Key, std::vector<float>> normals_;
+  std::map<Key, std::vector<std::uint32_t>> bits_;
+};
+
+// What a forward pass needs: the backend, and the members (null view = the unperturbed model,
+// plain inference). With a view, x holds rows_per_member consecutive rows per member.
+struct ForwardContext {
+  Backend& backend;
+  PopulationView* view = nullptr;
+  std::int64_t rows_per_member = 1;
+  MemberRows batch() const { return {view ? view->size() : 0, rows_per_member}; }
+};
+
+enum class NoiseSource { generator, table };
+
+class Noiser {
+ public:
+  Noiser(const EsConfig& es, std::uint64_t seed);
+  virtual ~Noiser() = default;
+  virtual std::string name() const = 0;
+
+  std::uint64_t seed() const { return seed_; }
+  int rank() const { return rank_; }
+  bool antithetic() const { return antithetic_; }
+  std::int64_t population() const { return population_; }
+  std::int64_t pair_of(std::int64_t member) const { return antithetic_ ? member / 2 : member; }
+  std::int64_t n_pairs() const { return antithetic_ ? population_ / 2 : population_; }
+  float sign_of(std::int64_t member) const { return antithetic_ && (member & 1) ? -1.0f : 1.0f; }
+  std::uint64_t noise_epoch(std::int64_t epoch) const;
+  const NoiseTable* table() const { return table_.get(); }
+
+  // Does member i carry noise? (eggroll_baseline keeps two baselines per group unperturbed.)
+  virtual bool perturbs(std::int64_t member) const { return true; }
+  // Does the noiser perturb anything at all? (noop: no; then forward is plain inference.)
+  virtual bool active() const { return true; }
+
+  // y (rows, m) = x (rows, n) W_i^T for the members of ctx.view (non-null; y allocated by the caller).
+  virtual void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
+  // (n_members, numel) perturbed copies v_i of a vector parameter.
+  virtual Tensor vectors(PopulationView& view, const Param& v) const;
+  // Embedding rows: y (rows, d) = W_i[tokens[row]] for the member of each row.
+  virtual void embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const;
+
+  // Shaped fitness from raw scores (ALGORITHM.md 1.3).
+  virtual std::vector<double> shape(const std::vector<double>& scores, Shaping shaping, std::int64_t group_size) const;
+  // grad += the descent direction -sqrt(N) g from the view's members (fitness indexed by global
+  // member). Summed over pairs in index order, so views in increasing order give the same bits
+  // as one view over the whole population.
+  virtual void accumulate_gradient(Backend& backend, PopulationView& view, const Param& p,
+                                   const std::vector<double>& fitness, Tensor& grad) const;
+  // Global-norm clip to apply to the gradient (0 = none).
+  virtual double clip_norm(double configured) const { return configured; }
+  // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
+  virtual std::int64_t bytes_per_pair(const ParamStore& params) const;
+
+ protected:
+  // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
+  const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
+  // coef_j = s_j sigma / sqrt(r) per member of the view, 0 for unperturbed members.
+  std::vector<float> member_coefs(const PopulationView& view) const;
+  // Weight of each pair of the view in the update: sum over its members of f_i s_i.
+  std::vector<double> pair_weights(const PopulationView& view, const std::vector<double>& fitness) const;
+  void accumulate_vector_gradient(PopulationView& view, const Param& p, const std::vector<double>& fitness,
+                                  Tensor& grad) const;
+
+  std::uint64_t seed_;
+  int rank_;
+  bool antithetic_;
+  std::int64_t population_;
+  std::int64_t noise_reuse_;
+  bool fixed_noise_;
+  std::int64_t group_size_;
+  std::shared_ptr<NoiseTable> table_;
+};
+
+std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed);
+
+}  // namespace eggroll

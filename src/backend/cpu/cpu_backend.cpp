@@ -1,0 +1,179 @@
+// The cpu backend: OpenMP threads over rows (or output rows for the update), inner loops
+// written so the compiler vectorises across outputs. Every output element is summed in the
+// same order as the reference, so results do not depend on the thread count or on the
+// number of rows (DESIGN.md contract 2). SIMD kernels come with the CPU speed work.
+#include <omp.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backend/elementwise_math.hpp"
+#include "eggroll/backend/backend.hpp"
+
+namespace eggroll {
+namespace {
+
+// Wt (n, m) = W (m, n) transposed.
+void transpose(std::int64_t m, std::int64_t n, const float* w, float* wt) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t a = 0; a < m; ++a) wt[j * m + a] = w[a * n + j];
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  void set_threads(int threads) override {
+    if (threads > 0) omp_set_num_threads(threads);
+  }
+
+  void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
+               float* y) override {
+    wt_.resize(static_cast<std::size_t>(m * n));
+    transpose(m, n, w, wt_.data());
+    const float* wt = wt_.data();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < rows; ++i) {
+      float* yr = y + i * m;
+      for (std::int64_t a = 0; a < m; ++a) yr[a] = 0.0f;
+      for (std::int64_t k = 0; k < n; ++k) {
+        const float xv = x[i * n + k];
+        const float* wk = wt + k * m;
+        for (std::int64_t a = 0; a < m; ++a) yr[a] += xv * wk[a];
+      }
+    }
+  }
+
+  void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
+                          float* y) override {
+    const std::int64_t m = f.m, n = f.n, r = f.rank;
+#pragma omp parallel
+    {
+      std::vector<float> xb(static_cast<std::size_t>(r));
+#pragma omp for schedule(static)
+      for (std::int64_t row = 0; row < batch.rows(); ++row) {
+        std::int64_t j = row / batch.rows_per_member;
+        if (f.coef[j] == 0.0f) continue;
+        const float* B = f.blocks[j];
+        const float* A = B + n * r;
+        for (std::int64_t c = 0; c < r; ++c) {
+          float acc = 0.0f;
+          for (std::int64_t k = 0; k < n; ++k) acc += x[row * n + k] * B[k * r + c];
+          xb[c] = acc;
+        }
+        float* yr = y + row * m;
+        for (std::int64_t a = 0; a < m; ++a) {
+          float acc = 0.0f;
+          for (std::int64_t c = 0; c < r; ++c) acc += xb[c] * A[a * r + c];
+          yr[a] += f.coef[j] * acc;
+        }
+      }
+    }
+  }
+
+  void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                      const float* const* blocks, const double* weight, float* out) override {
+    // Bt (n_terms, r, n): each B_k transposed so the inner loop runs over contiguous outputs.
+    std::vector<float> bt(static_cast<std::size_t>(n_terms * r * n));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t k = 0; k < n_terms; ++k)
+      for (std::int64_t b = 0; b < n; ++b)
+        for (std::int64_t c = 0; c < r; ++c) bt[(k * r + c) * n + b] = blocks[k][b * r + c];
+#pragma omp parallel
+    {
+      std::vector<float> ab(static_cast<std::size_t>(n));
+#pragma omp for schedule(static)
+      for (std::int64_t a = 0; a < m; ++a) {
+        float* o = out + a * n;
+        for (std::int64_t k = 0; k < n_terms; ++k) {
+          const float* A = blocks[k] + n * r;
+          for (std::int64_t b = 0; b < n; ++b) ab[b] = 0.0f;
+          for (std::int64_t c = 0; c < r; ++c) {
+            const float av = A[a * r + c];
+            const float* btc = bt.data() + (k * r + c) * n;
+            for (std::int64_t b = 0; b < n; ++b) ab[b] += av * btc[b];
+          }
+          const float wk = static_cast<float>(weight[k]);
+          for (std::int64_t b = 0; b < n; ++b) o[b] += wk * ab[b];
+        }
+      }
+    }
+  }
+
+  void add_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
+                float* y) override {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+      const float* vr = v + (row / batch.rows_per_member) * v_stride;
+      for (std::int64_t k = 0; k < d; ++k) y[row * d + k] += vr[k];
+    }
+  }
+
+  void mul_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
+                float* y) override {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+      const float* vr = v + (row / batch.rows_per_member) * v_stride;
+      for (std::int64_t k = 0; k < d; ++k) y[row * d + k] *= vr[k];
+    }
+  }
+
+  void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const float* xr = x + i * d;
+      float mean = 0.0f, var = 0.0f;
+      for (std::int64_t k = 0; k < d; ++k) mean += xr[k];
+      mean /= static_cast<float>(d);
+      for (std::int64_t k = 0; k < d; ++k) var += (xr[k] - mean) * (xr[k] - mean);
+      var /= static_cast<float>(d);
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = (xr[k] - mean) * inv;
+    }
+  }
+
+  void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const float* xr = x + i * d;
+      float s = 0.0f;
+      for (std::int64_t k = 0; k < d; ++k) s += std::fabs(xr[k]);
+      const float inv = 1.0f / (s / static_cast<float>(d) + eps);
+      for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = xr[k] * inv;
+    }
+  }
+
+  void activation(Activation a, std::int64_t n, const float* x, float* y) override {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::apply_activation(a, x[i]);
+  }
+
+  void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                 const float* w, const LowRankFactors& f, float* y) override {
+    const std::int64_t r = f.rank;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+      std::int64_t j = row / batch.rows_per_member, t = tokens[row];
+      float* yr = y + row * d;
+      for (std::int64_t k = 0; k < d; ++k) yr[k] = w[t * d + k];
+      if (!f.blocks || f.coef[j] == 0.0f) continue;
+      const float* B = f.blocks[j];
+      const float* At = B + d * r + t * r;
+      for (std::int64_t k = 0; k < d; ++k) {
+        float acc = 0.0f;
+        for (std::int64_t c = 0; c < r; ++c) acc += At[c] * B[k * r + c];
+        yr[k] += f.coef[j] * acc;
+      }
+    }
+  }
+
+ private:
+  std::vector<float> wt_;  // scratch for the transposed weight
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace eggroll

@@ -1,0 +1,44 @@
+// system_info(): build flags and run-time CPU detection.
+#include "eggroll/core/system.hpp"
+
+#include <omp.h>
+
+#include <fstream>
+
+namespace eggroll {
+
+static std::string read_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+SystemInfo system_info() {
+  SystemInfo s;
+  s.version = EGGROLL_VERSION;
+  s.cuda_built = EGGROLL_HAVE_CUDA;
+  s.mpi_built = EGGROLL_HAVE_MPI;
+  s.python_built = EGGROLL_HAVE_PYTHON;
+  s.cpu_model = read_cpu_model();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    s.simd_level = "avx512";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    s.simd_level = "avx2";
+  else
+    s.simd_level = "scalar";
+  s.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+#else
+  s.simd_level = "scalar";
+#endif
+  s.max_threads = omp_get_max_threads();
+  return s;
+}
+
+}  // namespace eggroll

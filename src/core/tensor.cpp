@@ -1,0 +1,88 @@
+// Tensor storage: aligned allocation, copies, shapes.
+#include "eggroll/core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace eggroll {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::i8: return 1;
+    case DType::i32: return 4;
+  }
+  return 0;
+}
+
+std::string dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::i8: return "i8";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+DType dtype_from_name(const std::string& name) {
+  if (name == "f32") return DType::f32;
+  if (name == "i8") return DType::i8;
+  if (name == "i32") return DType::i32;
+  throw_error("unknown dtype '", name, "': expected f32, i8 or i32");
+}
+
+std::string shape_string(const Shape& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ")";
+  return os.str();
+}
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) {
+    check(d >= 0, "negative dimension in shape ", shape_string(shape));
+    check(d == 0 || n <= (std::int64_t{1} << 40) / d, "shape ", shape_string(shape), " is too large");
+    n *= d;
+  }
+  return n;
+}
+
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+static void* aligned_zeroed(std::size_t bytes) {
+  // Padded to a whole number of 64-byte lines so SIMD loops may read a full vector at the end.
+  std::size_t padded = (bytes + 63) / 64 * 64 + 64;
+  void* p = std::aligned_alloc(64, padded);
+  if (!p) throw_error("out of memory allocating ", bytes, " bytes");
+  std::memset(p, 0, padded);
+  return p;
+}
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)),
+      data_(aligned_zeroed(nbytes())) {}
+
+Tensor::Tensor(const Tensor& other)
+    : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), data_(aligned_zeroed(other.nbytes())) {
+  if (other.data_) std::memcpy(data_.get(), other.data_.get(), nbytes());
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+void Tensor::reshape(Shape shape) {
+  auto n = shape_numel(shape);
+  check(n == numel_, "cannot reshape ", shape_string(shape_), " to ", shape_string(shape));
+  shape_ = std::move(shape);
+}
+
+void Tensor::fill_zero() {
+  if (data_) std::memset(data_.get(), 0, nbytes());
+}
+
+}  // namespace eggroll

@@ -1,0 +1,137 @@
+// The Noiser base: EGGROLL's low-rank behaviour (ALGORITHM.md 1.1, 1.4), which eggroll_sign and
+// eggroll_baseline extend, and full-rank vector noise shared by every noiser.
+#include "eggroll/es/noiser.hpp"
+
+#include <cmath>
+
+namespace eggroll {
+
+Noiser::Noiser(const EsConfig& es, std::uint64_t seed)
+    : seed_(seed), rank_(es.rank), antithetic_(es.antithetic), population_(es.population),
+      noise_reuse_(es.noise_reuse), fixed_noise_(es.fixed_noise), group_size_(es.group_size) {
+  check(es.population >= 1, "es.population = ", es.population, ": expected >= 1");
+  check(es.rank >= 1, "es.rank = ", es.rank, ": expected >= 1");
+  check(!es.antithetic || es.population % 2 == 0, "es.population = ", es.population,
+        " is odd but es.antithetic = true: use an even population or set es.antithetic = false");
+  check(std::isfinite(es.sigma) && es.sigma > 0, "es.sigma = ", es.sigma, ": expected a finite value > 0");
+  check(es.noise_reuse >= 1 || es.fixed_noise, "es.noise_reuse = ", es.noise_reuse,
+        ": expected >= 1 (0 keeps one noise forever and needs es.fixed_noise = true)");
+  if (es.noise_source == "table") table_ = std::make_shared<NoiseTable>(seed, es.table_log2_size);
+}
+
+std::uint64_t Noiser::noise_epoch(std::int64_t epoch) const {
+  if (fixed_noise_ || noise_reuse_ <= 0) return 0;
+  return static_cast<std::uint64_t>(epoch / noise_reuse_);
+}
+
+const float* Noiser::factor_block(PopulationView& view, const Param& p, std::int64_t pair) const {
+  return view.normals(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
+}
+
+std::vector<float> Noiser::member_coefs(const PopulationView& view) const {
+  std::vector<float> coef(static_cast<std::size_t>(view.size()));
+  const float scale = static_cast<float>(view.sigma() / std::sqrt(static_cast<double>(rank_)));
+  for (std::int64_t j = 0; j < view.size(); ++j) {
+    std::int64_t i = view.begin() + j;
+    coef[j] = perturbs(i) ? sign_of(i) * scale : 0.0f;
+  }
+  return coef;
+}
+
+void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+  const std::int64_t m = w.rows(), n = w.cols();
+  check(ctx.view != nullptr, "Noiser::matmul needs a population view");
+  const std::int64_t rows = ctx.batch().rows();
+  ctx.backend.gemm_nt(rows, m, n, x, w.value.data<float>(), y);
+  if (!w.perturbed() || !active()) return;
+  PopulationView& view = *ctx.view;
+  std::vector<const float*> blocks(static_cast<std::size_t>(view.size()));
+  for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = factor_block(view, w, pair_of(view.begin() + j));
+  std::vector<float> coef = member_coefs(view);
+  ctx.backend.lowrank_correction(ctx.batch(), {m, n, rank_, blocks.data(), coef.data()}, x, y);
+}
+
+Tensor Noiser::vectors(PopulationView& view, const Param& v) const {
+  const std::int64_t len = v.value.numel();
+  Tensor out(DType::f32, {view.size(), len});
+  const float* base = v.value.data<float>();
+  float* o = out.data<float>();
+  const float sigma = static_cast<float>(view.sigma());
+  for (std::int64_t j = 0; j < view.size(); ++j) {
+    std::int64_t i = view.begin() + j;
+    float* oj = o + j * len;
+    if (!v.perturbed() || !active() || !perturbs(i)) {
+      for (std::int64_t k = 0; k < len; ++k) oj[k] = base[k];
+      continue;
+    }
+    const float* eps = view.normals(v, pair_of(i), NoiseTag::factors, len);
+    const float c = sign_of(i) * sigma;
+    for (std::int64_t k = 0; k < len; ++k) oj[k] = base[k] + c * eps[k];
+  }
+  return out;
+}
+
+void Noiser::embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const {
+  PopulationView& view = *ctx.view;
+  std::vector<const float*> blocks(static_cast<std::size_t>(view.size()), nullptr);
+  std::vector<float> coef(static_cast<std::size_t>(view.size()), 0.0f);
+  if (w.perturbed() && active()) {
+    for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = factor_block(view, w, pair_of(view.begin() + j));
+    coef = member_coefs(view);
+  }
+  ctx.backend.embedding(ctx.batch(), w.rows(), w.cols(), tokens, w.value.data<float>(),
+                        {w.rows(), w.cols(), rank_, blocks.data(), coef.data()}, y);
+}
+
+std::vector<double> Noiser::shape(const std::vector<double>& scores, Shaping shaping, std::int64_t group_size) const {
+  return shape_fitness(shaping, scores, group_size);
+}
+
+std::vector<double> Noiser::pair_weights(const PopulationView& view, const std::vector<double>& fitness) const {
+  std::vector<double> w(static_cast<std::size_t>(view.pair_end() - view.pair_begin()), 0.0);
+  for (std::int64_t i = view.begin(); i < view.end(); ++i)
+    if (perturbs(i)) w[pair_of(i) - view.pair_begin()] += fitness[i] * sign_of(i);
+  return w;
+}
+
+void Noiser::accumulate_vector_gradient(PopulationView& view, const Param& p, const std::vector<double>& fitness,
+                                        Tensor& grad) const {
+  const std::int64_t len = p.value.numel();
+  const double n = static_cast<double>(population_);
+  // grad = -sqrt(N) * (1/N) sum_i f_i s_i sigma eps_i
+  std::vector<double> w = pair_weights(view, fitness);
+  float* g = grad.data<float>();
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(w.size()); ++k) {
+    if (w[k] == 0.0) continue;
+    const float* eps = view.normals(p, view.pair_begin() + k, NoiseTag::factors, len);
+    const float c = static_cast<float>(-w[k] * view.sigma() / std::sqrt(n));
+    for (std::int64_t e = 0; e < len; ++e) g[e] += c * eps[e];
+  }
+}
+
+void Noiser::accumulate_gradient(Backend& backend, PopulationView& view, const Param& p,
+                                 const std::vector<double>& fitness, Tensor& grad) const {
+  if (!p.perturbed() || !active()) return;
+  if (!p.low_rank()) return accumulate_vector_gradient(view, p, fitness, grad);
+  // grad = -sqrt(N) (1/N) (sigma / sqrt(r)) sum_k w_k A_k B_k^T
+  std::vector<double> w = pair_weights(view, fitness);
+  const double scale = -view.sigma() / std::sqrt(static_cast<double>(population_) * rank_);
+  std::vector<const float*> blocks(w.size());
+  for (std::size_t k = 0; k < w.size(); ++k) {
+    w[k] *= scale;
+    blocks[k] = factor_block(view, p, view.pair_begin() + static_cast<std::int64_t>(k));
+  }
+  backend.lowrank_update(p.rows(), p.cols(), rank_, static_cast<std::int64_t>(w.size()), blocks.data(), w.data(),
+                         grad.data<float>());
+}
+
+std::int64_t Noiser::bytes_per_pair(const ParamStore& params) const {
+  std::int64_t n = 0;
+  for (const Param& p : params.all()) {
+    if (!p.perturbed()) continue;
+    n += p.low_rank() ? rank_ * (p.rows() + p.cols()) : p.value.numel();
+  }
+  return n * static_cast<std::int64_t>(sizeof(float));
+}
+
+}  // namespace eggroll

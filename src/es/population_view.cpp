@@ -1,0 +1,63 @@
+// PopulationView: an epoch's member range and its epoch-scoped noise cache.
+#include <omp.h>
+
+#include "eggroll/es/noiser.hpp"
+
+namespace eggroll {
+
+PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double sigma, std::int64_t begin,
+                               std::int64_t end)
+    : noiser_(&noiser), epoch_(epoch), noise_epoch_(noiser.noise_epoch(epoch)), sigma_(sigma),
+      begin_(begin), end_(end) {
+  check(0 <= begin && begin <= end && end <= noiser.population(), "population view [", begin, ", ", end,
+        ") is outside the population of ", noiser.population(), " members");
+  check(begin == end || noiser.pair_of(begin) * (noiser.antithetic() ? 2 : 1) == begin,
+        "population view starts at member ", begin, ", inside an antithetic pair: views must start at an even member");
+  pair_begin_ = begin == end ? 0 : noiser.pair_of(begin);
+  pair_end_ = begin == end ? 0 : noiser.pair_of(end - 1) + 1;
+}
+
+const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
+        ", ", pair_end_, ")");
+  if (tag == NoiseTag::factors && noiser_->table())
+    return noiser_->table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len));
+  auto& values = normals_[Key{p.id, tag}];
+  const std::int64_t n_pairs = pair_end_ - pair_begin_;
+  if (values.empty()) {
+    values.resize(static_cast<std::size_t>(n_pairs * len));
+    const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t k = 0; k < n_pairs; ++k) {
+      NoiseStream s = noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair_begin_ + k), tag);
+      fill_normal(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
+    }
+  }
+  check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "noise of parameter '", p.name,
+        "' requested with two lengths in one view");
+  return values.data() + (pair - pair_begin_) * len;
+}
+
+const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
+        ", ", pair_end_, ")");
+  auto& values = bits_[Key{p.id, tag}];
+  const std::int64_t n_pairs = pair_end_ - pair_begin_;
+  if (values.empty()) {
+    values.resize(static_cast<std::size_t>(n_pairs * len));
+    for (std::int64_t k = 0; k < n_pairs; ++k) {
+      NoiseStream s = noise_stream(noiser_->seed(), p.id, noise_epoch_, static_cast<std::uint64_t>(pair_begin_ + k), tag);
+      fill_bits(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
+    }
+  }
+  return values.data() + (pair - pair_begin_) * len;
+}
+
+std::int64_t PopulationView::cached_bytes() const {
+  std::int64_t n = 0;
+  for (auto& [k, v] : normals_) n += static_cast<std::int64_t>(v.size() * sizeof(float));
+  for (auto& [k, v] : bits_) n += static_cast<std::int64_t>(v.size() * sizeof(std::uint32_t));
+  return n;
+}
+
+}  // namespace eggroll

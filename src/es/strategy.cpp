@@ -1,0 +1,182 @@
+// Strategy: ask/tell over a ParamStore (ALGORITHM.md 1.3-1.4).
+#include "eggroll/es/strategy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace eggroll {
+
+Strategy::Strategy(ParamStore& params, const EsConfig& es, const OptimConfig& optim, std::uint64_t seed,
+                   std::int64_t total_epochs, Backend& backend)
+    : params_(&params), es_(es), optim_(optim), backend_(&backend), noiser_(make_noiser(es, seed)),
+      optimizer_(make_optimizer(optim)), shaping_(shaping_from_name(es.shaping)) {
+  if (shaping_ == Shaping::group_zscore)
+    check(es.group_size >= 2 && es.population % es.group_size == 0, "es.shaping = \"group_zscore\" needs ",
+          "es.group_size dividing es.population, got group_size ", es.group_size, " and population ", es.population);
+  if (shaping_ == Shaping::antithetic_sign)
+    check(es.antithetic, "es.shaping = \"antithetic_sign\" needs es.antithetic = true");
+  if (es.freeze_nonmatrix) params.freeze_nonmatrix();
+  const std::int64_t horizon = optim.schedule_epochs > 0 ? optim.schedule_epochs : total_epochs;
+  lr_schedule_ = {schedule_kind_from_name(optim.lr_schedule), optim.lr, optim.lr_end, horizon, optim.warmup_epochs};
+  sigma_schedule_ = {schedule_kind_from_name(optim.sigma_schedule), es.sigma, optim.sigma_end, horizon, 0};
+  lr_schedule_.at(1);  // an impossible schedule (an exponential factor <= 0) fails here, not mid-run
+  sigma_schedule_.at(1);
+}
+
+std::unique_ptr<Strategy> Strategy::for_shapes(const std::vector<std::pair<std::string, Shape>>& shapes,
+                                               const EsConfig& es, const OptimConfig& optim, std::uint64_t seed,
+                                               std::int64_t total_epochs, Backend& backend) {
+  auto store = std::make_unique<ParamStore>();
+  for (auto& [name, shape] : shapes)
+    store->add(name, shape.size() == 2 ? ParamKind::matrix : ParamKind::vector, Tensor(DType::f32, shape));
+  auto s = std::make_unique<Strategy>(*store, es, optim, seed, total_epochs, backend);
+  s->owned_ = std::move(store);
+  return s;
+}
+
+double Strategy::sigma() const { return sigma_schedule_.at(epoch_); }
+double Strategy::lr() const { return lr_schedule_.at(epoch_); }
+
+std::unique_ptr<PopulationView> Strategy::ask(std::int64_t begin, std::int64_t end) const {
+  return std::make_unique<PopulationView>(*noiser_, epoch_, sigma(), begin, end < 0 ? es_.population : end);
+}
+
+std::int64_t Strategy::chunk_members() const {
+  const std::int64_t per_pair = std::max<std::int64_t>(1, noiser_->bytes_per_pair(*params_));
+  const std::int64_t pairs = std::max<std::int64_t>(1, es_.memory_budget / per_pair);
+  const std::int64_t members = pairs * (noiser_->antithetic() ? 2 : 1);
+  return std::min(members, es_.population);
+}
+
+Tensor Strategy::member_tensor(std::int64_t member, const std::string& name) const {
+  check(member >= 0 && member < es_.population, "member ", member, " is outside [0, ", es_.population, ")");
+  const Param& p = params_->at(name);
+  const std::int64_t first = noiser_->antithetic() ? member & ~std::int64_t{1} : member;
+  auto view = ask(first, first + (noiser_->antithetic() ? 2 : 1));
+  const std::int64_t j = member - first;
+  if (!p.low_rank()) {
+    Tensor all = noiser_->vectors(*view, p);
+    Tensor out(DType::f32, p.value.shape());
+    std::copy_n(all.data<float>() + j * p.value.numel(), p.value.numel(), out.data<float>());
+    return out;
+  }
+  // A forward pass of the identity reads the member's matrix through the noiser's own path.
+  const std::int64_t m = p.rows(), n = p.cols();
+  ForwardContext ctx{*backend_, view.get(), n};
+  Tensor eye(DType::f32, {view->size() * n, n});
+  for (std::int64_t r = 0; r < view->size() * n; ++r) eye.data<float>()[r * n + r % n] = 1.0f;
+  Tensor yt(DType::f32, {view->size() * n, m});
+  noiser_->matmul(ctx, p, eye.data<float>(), yt.data<float>());
+  Tensor out(DType::f32, {m, n});
+  for (std::int64_t a = 0; a < m; ++a)
+    for (std::int64_t b = 0; b < n; ++b) out.data<float>()[a * n + b] = yt.data<float>()[(j * n + b) * m + a];
+  return out;
+}
+
+MemberFactors Strategy::member_factors(std::int64_t member, const std::string& name) const {
+  const Param& p = params_->at(name);
+  check(p.low_rank(), "parameter '", name, "' is a ", param_kind_name(p.kind), ": only matrices have factors");
+  const std::string kind = noiser_->name();
+  check(kind == "eggroll" || kind == "eggroll_sign" || kind == "eggroll_baseline",
+        "member_factors needs a low-rank noiser, es.noiser is \"", kind, "\"");
+  const std::int64_t first = noiser_->antithetic() ? member & ~std::int64_t{1} : member;
+  auto view = ask(first, first + (noiser_->antithetic() ? 2 : 1));
+  const std::int64_t m = p.rows(), n = p.cols(), r = noiser_->rank();
+  const float* block = view->normals(p, noiser_->pair_of(member), NoiseTag::factors, r * (m + n));
+  MemberFactors f{Tensor(DType::f32, {m, r}), Tensor(DType::f32, {n, r}), 0.0};
+  std::copy_n(block, n * r, f.b.data<float>());
+  std::copy_n(block + n * r, m * r, f.a.data<float>());
+  if (p.perturbed() && noiser_->perturbs(member))
+    f.coef = noiser_->sign_of(member) * sigma() / std::sqrt(static_cast<double>(r));
+  return f;
+}
+
+static void score_stats(const std::vector<double>& s, EpochUpdate& u) {
+  double sum = 0, sq = 0, mx = -INFINITY;
+  std::int64_t n = 0;
+  for (double v : s)
+    if (std::isfinite(v)) {
+      sum += v;
+      mx = std::max(mx, v);
+      ++n;
+    }
+  if (n == 0) return;
+  u.score_mean = sum / static_cast<double>(n);
+  for (double v : s)
+    if (std::isfinite(v)) sq += (v - u.score_mean) * (v - u.score_mean);
+  u.score_std = std::sqrt(sq / static_cast<double>(n));
+  u.score_max = mx;
+}
+
+EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* full_view) {
+  check(static_cast<std::int64_t>(scores.size()) == es_.population, "tell: got ", scores.size(),
+        " scores, expected one per member (", es_.population, ")");
+  EpochUpdate u;
+  u.epoch = epoch_;
+  u.lr = lr();
+  u.sigma = sigma();
+  score_stats(scores, u);
+  std::vector<double> s = scores;
+  u.n_nonfinite = replace_nonfinite_scores(s);
+  if (u.n_nonfinite == es_.population || !noiser_->active()) {
+    ++epoch_;
+    return u;
+  }
+  const std::vector<double> fitness = noiser_->shape(s, shaping_, es_.group_size);
+
+  std::vector<Param*> live;
+  std::vector<Tensor> grads;
+  for (Param& p : params_->all())
+    if (p.perturbed()) {
+      live.push_back(&p);
+      grads.emplace_back(DType::f32, p.value.shape());
+    }
+  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
+                     full_view->epoch() == epoch_;
+  const std::int64_t chunk = reuse ? es_.population : chunk_members();
+  for (std::int64_t b = 0; b < es_.population; b += chunk) {
+    std::unique_ptr<PopulationView> owned = reuse ? nullptr : ask(b, std::min(b + chunk, es_.population));
+    PopulationView& view = reuse ? *full_view : *owned;
+    for (std::size_t k = 0; k < live.size(); ++k)
+      noiser_->accumulate_gradient(*backend_, view, *live[k], fitness, grads[k]);
+  }
+
+  std::vector<std::pair<float*, std::int64_t>> flat;
+  for (Tensor& g : grads) flat.emplace_back(g.data<float>(), g.numel());
+  u.grad_norm = clip_global_norm(flat, noiser_->clip_norm(optim_.clip_norm));
+  optimizer_->begin_step();
+  double moved = 0.0;
+  for (std::size_t k = 0; k < live.size(); ++k) {
+    float* w = live[k]->value.data<float>();
+    std::vector<float> before(w, w + live[k]->value.numel());
+    optimizer_->apply(live[k]->name, w, grads[k].data<float>(), live[k]->value.numel(), u.lr);
+    for (std::size_t e = 0; e < before.size(); ++e) moved += (static_cast<double>(w[e]) - before[e]) * (w[e] - before[e]);
+  }
+  u.update_norm = std::sqrt(moved);
+  u.updated = true;
+  ++epoch_;
+  return u;
+}
+
+std::map<std::string, Tensor> Strategy::state() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [k, v] : optimizer_->state()) out.emplace("opt/" + k, v);
+  Tensor e(DType::i32, {1});
+  e.data<std::int32_t>()[0] = static_cast<std::int32_t>(epoch_);
+  out.emplace("strategy/epoch", std::move(e));
+  return out;
+}
+
+void Strategy::load_state(const std::map<std::string, Tensor>& state) {
+  std::map<std::string, Tensor> opt;
+  for (auto& [k, v] : state)
+    if (k.rfind("opt/", 0) == 0) opt.emplace(k.substr(4), v);
+  optimizer_->load_state(opt);
+  auto it = state.find("strategy/epoch");
+  check(it != state.end() && it->second.dtype() == DType::i32 && it->second.numel() == 1,
+        "checkpoint lacks 'strategy/epoch' (an i32 tensor of one value)");
+  epoch_ = it->second.data<std::int32_t>()[0];
+  check(epoch_ >= 0, "checkpoint 'strategy/epoch' = ", epoch_, " is negative");
+}
+
+}  // namespace eggroll

@@ -1,0 +1,98 @@
+// Layers: the glue between parameters, the noiser and the backend ops.
+#include "eggroll/model/layers.hpp"
+
+namespace eggroll {
+namespace {
+
+void check_rows(const ForwardContext& ctx, const Tensor& x, const char* op) {
+  check(x.ndim() == 2, op, ": input must be 2-D (rows, features), got ", shape_string(x.shape()));
+  if (ctx.view)
+    check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.view->size(),
+          " members x ", ctx.rows_per_member, " rows per member");
+}
+
+bool perturbed_here(const ForwardContext& ctx, const Param& p) {
+  return ctx.view && ctx.view->noiser().active() && p.perturbed();
+}
+
+// Applies a vector parameter to every row with op (add or mul), per member when perturbed.
+template <typename Op>
+void apply_vector(ForwardContext& ctx, const Param& v, Tensor& y, Op op) {
+  const std::int64_t d = y.dim(1);
+  check(v.value.numel() == d, "parameter '", v.name, "' has ", v.value.numel(), " values, expected ", d);
+  if (!perturbed_here(ctx, v)) {
+    op(MemberRows{1, y.dim(0)}, v.value.data<float>(), 0);
+    return;
+  }
+  Tensor per_member = ctx.view->noiser().vectors(*ctx.view, v);
+  op(ctx.batch(), per_member.data<float>(), d);
+}
+
+void add_vector(ForwardContext& ctx, const Param& v, Tensor& y) {
+  apply_vector(ctx, v, y, [&](const MemberRows& b, const float* p, std::int64_t stride) {
+    ctx.backend.add_rows(b, y.dim(1), p, stride, y.data<float>());
+  });
+}
+
+void mul_vector(ForwardContext& ctx, const Param& v, Tensor& y) {
+  apply_vector(ctx, v, y, [&](const MemberRows& b, const float* p, std::int64_t stride) {
+    ctx.backend.mul_rows(b, y.dim(1), p, stride, y.data<float>());
+  });
+}
+
+}  // namespace
+
+Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x) {
+  check_rows(ctx, x, "linear");
+  check(x.dim(1) == w.cols(), "linear '", w.name, "': input has ", x.dim(1), " features, the weight ",
+        shape_string(w.value.shape()), " expects ", w.cols());
+  Tensor y(DType::f32, {x.dim(0), w.rows()});
+  if (ctx.view && ctx.view->noiser().active())
+    ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>());
+  else
+    ctx.backend.gemm_nt(x.dim(0), w.rows(), w.cols(), x.data<float>(), w.value.data<float>(), y.data<float>());
+  if (b) add_vector(ctx, *b, y);
+  return y;
+}
+
+Tensor embedding(ForwardContext& ctx, const Param& w, const std::vector<std::int32_t>& tokens) {
+  const std::int64_t vocab = w.rows(), d = w.cols();
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    check(tokens[i] >= 0 && tokens[i] < vocab, "embedding '", w.name, "': token ", tokens[i], " at position ", i,
+          " is outside [0, ", vocab, ")");
+  const auto rows = static_cast<std::int64_t>(tokens.size());
+  Tensor y(DType::f32, {rows, d});
+  if (ctx.view && ctx.view->noiser().active()) {
+    check(rows == ctx.batch().rows(), "embedding: ", rows, " tokens, expected ", ctx.batch().rows());
+    ctx.view->noiser().embedding(ctx, w, tokens.data(), y.data<float>());
+  } else {
+    ctx.backend.embedding({1, rows}, vocab, d, tokens.data(), w.value.data<float>(), {vocab, d, 1, nullptr, nullptr},
+                          y.data<float>());
+  }
+  return y;
+}
+
+Tensor layer_norm(ForwardContext& ctx, const Tensor& x, const Param* gamma, const Param* beta, float eps) {
+  check_rows(ctx, x, "layer_norm");
+  Tensor y(DType::f32, x.shape());
+  ctx.backend.layer_norm(x.dim(0), x.dim(1), x.data<float>(), eps, y.data<float>());
+  if (gamma) mul_vector(ctx, *gamma, y);
+  if (beta) add_vector(ctx, *beta, y);
+  return y;
+}
+
+Tensor l1_norm(ForwardContext& ctx, const Tensor& x, const Param* w, float eps) {
+  check_rows(ctx, x, "l1_norm");
+  Tensor y(DType::f32, x.shape());
+  ctx.backend.l1_norm(x.dim(0), x.dim(1), x.data<float>(), eps, y.data<float>());
+  if (w) mul_vector(ctx, *w, y);
+  return y;
+}
+
+Tensor activation(ForwardContext& ctx, Activation a, const Tensor& x) {
+  Tensor y(DType::f32, x.shape());
+  ctx.backend.activation(a, x.numel(), x.data<float>(), y.data<float>());
+  return y;
+}
+
+}  // namespace eggroll

@@ -1,0 +1,77 @@
+// Key derivation, the normal quantile table and stream filling (see noise.hpp for the layout).
+#include "eggroll/noise/noise.hpp"
+
+#include "eggroll/core/error.hpp"
+
+namespace eggroll {
+
+const float kNormalTable[kNormalTableSize] = {
+#include "normal_table.inc"
+};
+
+std::uint64_t param_id(std::string_view name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+NoiseStream noise_stream(std::uint64_t seed, std::uint64_t param, std::uint64_t epoch,
+                         std::uint64_t pair, NoiseTag tag) {
+  check(epoch <= 0xFFFFFFFFull && pair <= 0xFFFFFFFFull,
+        "noise stream index out of range: epoch ", epoch, ", pair ", pair, " (both must be < 2^32)");
+  std::uint64_t k = mix64(seed ^ mix64(param));
+  return {{static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(k >> 32)},
+          static_cast<std::uint32_t>(tag), static_cast<std::uint32_t>(pair),
+          static_cast<std::uint32_t>(epoch)};
+}
+
+static PhiloxCounter block(const NoiseStream& s, std::uint64_t index) {
+  check(index <= 0xFFFFFFFFull, "noise stream longer than 2^35 values");
+  return philox4x32_10({static_cast<std::uint32_t>(index), s.tag, s.pair, s.epoch}, s.key);
+}
+
+void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
+  std::uint64_t e = first, end = first + count;
+  while (e < end) {
+    PhiloxCounter w = block(stream, e / 8);
+    for (std::uint64_t j = e % 8; j < 8 && e < end; ++j, ++e) {
+      std::uint32_t word = w[j / 2];
+      *out++ = normal_from_bits((j & 1) ? (word >> 16) : (word & 0xFFFFu));
+    }
+  }
+}
+
+void fill_bits(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
+  std::uint64_t e = first, end = first + count;
+  while (e < end) {
+    PhiloxCounter w = block(stream, e / 4);
+    for (std::uint64_t j = e % 4; j < 4 && e < end; ++j, ++e) *out++ = w[j];
+  }
+}
+
+std::uint64_t table_offset(std::uint64_t seed, std::uint64_t param, std::uint64_t epoch,
+                           std::uint64_t pair, std::uint64_t table_size, std::uint64_t slice_len) {
+  check(slice_len <= table_size, "a factor slice of ", slice_len, " values does not fit in a noise table of ",
+        table_size, " values: raise es.table_log2_size or use es.noise_source = \"generator\"");
+  std::uint64_t h = mix64(mix64(mix64(mix64(seed) ^ param) ^ epoch) ^ pair);
+  return h % (table_size - slice_len + 1);
+}
+
+}  // namespace eggroll
+
+namespace eggroll {
+
+NoiseTable::NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
+  check(log2_size >= 10 && log2_size <= 30, "es.table_log2_size = ", log2_size, ": expected 10..30");
+  values_.resize(std::size_t{1} << log2_size);
+  const NoiseStream stream = noise_stream(seed, param_id("noise_table"), 0, 0, NoiseTag::table);
+  const std::int64_t n_chunks = static_cast<std::int64_t>(values_.size() >> 16);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < n_chunks; ++c)
+    fill_normal(stream, static_cast<std::uint64_t>(c) << 16, 1u << 16, values_.data() + (c << 16));
+}
+
+}  // namespace eggroll

@@ -1,0 +1,463 @@
+// The one cross-backend harness (STYLE.md principles 1 and 2): every Backend op x every backend x
+// several shapes, on random inputs, against the reference backend, which is itself checked
+// against the op's math computed in double. Outputs of overwriting ops are poisoned with NaN
+// before each run; accumulating ops start from random values; a guard past every output must
+// stay untouched. Also: cpu results do not depend on the thread count (bit for bit), and a row's
+// gemm result does not depend on how many rows share the call (DESIGN.md contract 2).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "eggroll/backend/backend.hpp"
+#include "support/test_support.hpp"
+
+namespace eggroll {
+namespace {
+
+using testing::random_values;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr std::int64_t kGuard = 5;          // elements past the output that no op may touch
+constexpr float kGuardValue = -7777.0f;
+
+// The backends checked against the reference (a CUDA backend joins this list).
+std::vector<BackendKind> backends_under_test() { return {BackendKind::cpu}; }
+
+// Values in [lo, hi) from a seed, never all zero.
+std::vector<float> values(std::int64_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> v = random_values(n, seed);
+  for (float& x : v) x = lo + (x + 1.0f) * 0.5f * (hi - lo);
+  return v;
+}
+
+// Output of one op run: out values, their row length (for the tolerance), and whether the
+// guard elements after the output survived.
+struct OpResult {
+  std::vector<float> out;
+  std::int64_t row_len = 1;
+  bool guard_intact = true;
+};
+
+// An output buffer with kGuard guard values after n elements, initialised to init (NaN poison
+// for overwriting ops, random values for accumulating ones).
+struct OutBuffer {
+  std::vector<float> data;
+  std::int64_t n;
+  OutBuffer(std::int64_t n, const std::vector<float>& init) : data(static_cast<std::size_t>(n + kGuard)), n(n) {
+    std::copy(init.begin(), init.end(), data.begin());
+    std::fill(data.begin() + n, data.end(), kGuardValue);
+  }
+  OutBuffer(std::int64_t n, float poison) : OutBuffer(n, std::vector<float>(static_cast<std::size_t>(n), poison)) {}
+  float* ptr() { return data.data(); }
+  OpResult result(std::int64_t row_len) const {
+    OpResult r{std::vector<float>(data.begin(), data.begin() + n), row_len, true};
+    for (std::int64_t g = 0; g < kGuard; ++g) r.guard_intact = r.guard_intact && data[n + g] == kGuardValue;
+    return r;
+  }
+};
+
+// One op on one shape: run builds its inputs from fixed seeds, so every call sees the same ones;
+// oracle gives the expected output computed in double.
+struct OpCase {
+  std::string name;
+  std::function<OpResult(Backend&)> run;
+  std::function<std::vector<double>()> oracle;
+};
+
+// Low-rank factors for n_members members of an (m, n) matrix: member j uses block j, except
+// that member zero_member (if >= 0) has coef 0 and (when null_block) no block at all.
+struct Factors {
+  std::int64_t m, n, r;
+  std::vector<std::vector<float>> storage;
+  std::vector<const float*> blocks;
+  std::vector<float> coef;
+  Factors(std::int64_t n_members, std::int64_t m, std::int64_t n, std::int64_t r, std::uint64_t seed,
+          std::int64_t zero_member, bool null_block)
+      : m(m), n(n), r(r) {
+    for (std::int64_t j = 0; j < n_members; ++j) {
+      storage.push_back(values(r * (n + m), seed + 100 + static_cast<std::uint64_t>(j)));
+      blocks.push_back(storage.back().data());
+      coef.push_back((j % 2 ? -1.0f : 1.0f) * (0.1f + 0.05f * static_cast<float>(j)));
+    }
+    if (zero_member >= 0) {
+      coef[zero_member] = 0.0f;
+      if (null_block) blocks[zero_member] = nullptr;
+    }
+  }
+  LowRankFactors view() const { return {m, n, r, blocks.data(), coef.data()}; }
+  // (A B^T)[a, b] of member j in double.
+  double ab(std::int64_t j, std::int64_t a, std::int64_t b) const {
+    const float* B = storage[j].data();
+    const float* A = B + n * r;
+    double s = 0.0;
+    for (std::int64_t c = 0; c < r; ++c) s += static_cast<double>(A[a * r + c]) * B[b * r + c];
+    return s;
+  }
+};
+
+// ---- the op cases ----
+
+void add_gemm_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t rows, m, n; };
+  for (S s : {S{1, 1, 1}, S{1, 7, 13}, S{5, 7, 13}, S{37, 33, 65}, S{3, 65, 33}, S{16, 16, 128}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.rows * 1000 + s.m * 10 + s.n);
+    auto x = values(s.rows * s.n, seed), w = values(s.m * s.n, seed + 1);
+    cases.push_back({"gemm_nt rows=" + std::to_string(s.rows) + " m=" + std::to_string(s.m) + " n=" +
+                         std::to_string(s.n),
+                     [=](Backend& be) {
+                       OutBuffer y(s.rows * s.m, kNan);
+                       be.gemm_nt(s.rows, s.m, s.n, x.data(), w.data(), y.ptr());
+                       return y.result(s.m);
+                     },
+                     [=] {
+                       std::vector<double> y(static_cast<std::size_t>(s.rows * s.m));
+                       for (std::int64_t i = 0; i < s.rows; ++i)
+                         for (std::int64_t a = 0; a < s.m; ++a) {
+                           double acc = 0;
+                           for (std::int64_t k = 0; k < s.n; ++k) acc += static_cast<double>(x[i * s.n + k]) * w[a * s.n + k];
+                           y[i * s.m + a] = acc;
+                         }
+                       return y;
+                     }});
+  }
+}
+
+void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t members, rpm, m, n, r, zero_member; bool null_block; };
+  for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{4, 3, 7, 13, 2, 1, true}, S{9, 1, 33, 65, 8, 4, true},
+              S{6, 3, 13, 7, 5, 0, false}, S{2, 1, 1, 1, 3, -1, false}, S{3, 3, 16, 24, 4, 2, true},
+              S{5, 1, 8, 8, 7, -1, false}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 7919 + s.m * 31 + s.n * 3 + s.r);
+    const std::int64_t rows = s.members * s.rpm;
+    auto x = values(rows * s.n, seed), y0 = values(rows * s.m, seed + 1);
+    auto f = std::make_shared<Factors>(s.members, s.m, s.n, s.r, seed, s.zero_member, s.null_block);
+    cases.push_back({"lowrank_correction members=" + std::to_string(s.members) + " rpm=" + std::to_string(s.rpm) +
+                         " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " r=" + std::to_string(s.r) +
+                         (s.zero_member >= 0 ? " zero_member=" + std::to_string(s.zero_member) : ""),
+                     [=](Backend& be) {
+                       OutBuffer y(rows * s.m, y0);  // accumulates into y
+                       be.lowrank_correction({s.members, s.rpm}, f->view(), x.data(), y.ptr());
+                       return y.result(s.m);
+                     },
+                     [=] {
+                       std::vector<double> y(y0.begin(), y0.end());
+                       for (std::int64_t row = 0; row < rows; ++row) {
+                         const std::int64_t j = row / s.rpm;
+                         for (std::int64_t a = 0; a < s.m; ++a) {
+                           double acc = 0;  // x (W + coef A B^T)^T - x W^T = coef x B A^T
+                           for (std::int64_t b = 0; b < s.n; ++b) acc += x[row * s.n + b] * f->ab(j, a, b);
+                           y[row * s.m + a] += f->coef[j] * acc;
+                         }
+                       }
+                       return y;
+                     }});
+  }
+}
+
+void add_lowrank_update_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t m, n, r, terms; };
+  for (S s : {S{1, 1, 1, 1}, S{7, 13, 1, 5}, S{33, 65, 8, 9}, S{13, 7, 3, 1}, S{16, 24, 4, 40}, S{1, 9, 2, 3}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.m * 131 + s.n * 17 + s.r * 5 + s.terms);
+    auto out0 = values(s.m * s.n, seed);
+    auto f = std::make_shared<Factors>(s.terms, s.m, s.n, s.r, seed, -1, false);
+    std::vector<double> weight(static_cast<std::size_t>(s.terms));
+    auto wv = values(s.terms, seed + 2);
+    for (std::int64_t k = 0; k < s.terms; ++k) weight[k] = 0.25 * wv[k];
+    if (s.terms > 2) weight[1] = 0.0;  // a pair whose members tied
+    cases.push_back({"lowrank_update m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " r=" +
+                         std::to_string(s.r) + " terms=" + std::to_string(s.terms),
+                     [=](Backend& be) {
+                       OutBuffer out(s.m * s.n, out0);  // accumulates: out += sum_k w_k A_k B_k^T
+                       be.lowrank_update(s.m, s.n, s.r, s.terms, f->blocks.data(), weight.data(), out.ptr());
+                       return out.result(s.n);
+                     },
+                     [=] {
+                       std::vector<double> out(out0.begin(), out0.end());
+                       for (std::int64_t a = 0; a < s.m; ++a)
+                         for (std::int64_t b = 0; b < s.n; ++b)
+                           for (std::int64_t k = 0; k < s.terms; ++k)
+                             out[a * s.n + b] += static_cast<double>(static_cast<float>(weight[k])) * f->ab(k, a, b);
+                       return out;
+                     }});
+  }
+}
+
+void add_row_vector_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t members, rpm, d, stride_extra; bool shared; };
+  for (bool mul : {false, true})
+    for (S s : {S{1, 1, 1, 0, false}, S{1, 1, 7, 0, true}, S{4, 3, 13, 0, false}, S{5, 1, 65, 3, false},
+                S{3, 3, 33, 0, true}, S{2, 7, 16, 1, false}}) {
+      const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 97 + s.rpm * 11 + s.d + (mul ? 5000 : 0));
+      const std::int64_t rows = s.members * s.rpm;
+      const std::int64_t stride = s.shared ? 0 : s.d + s.stride_extra;
+      auto y0 = values(rows * s.d, seed);
+      auto v = values(s.shared ? s.d : s.members * stride, seed + 1);
+      cases.push_back({std::string(mul ? "mul_rows" : "add_rows") + " members=" + std::to_string(s.members) +
+                           " rpm=" + std::to_string(s.rpm) + " d=" + std::to_string(s.d) +
+                           " stride=" + std::to_string(stride),
+                       [=](Backend& be) {
+                         OutBuffer y(rows * s.d, y0);  // in place
+                         if (mul)
+                           be.mul_rows({s.members, s.rpm}, s.d, v.data(), stride, y.ptr());
+                         else
+                           be.add_rows({s.members, s.rpm}, s.d, v.data(), stride, y.ptr());
+                         return y.result(s.d);
+                       },
+                       [=] {
+                         std::vector<double> y(y0.begin(), y0.end());
+                         for (std::int64_t row = 0; row < rows; ++row)
+                           for (std::int64_t k = 0; k < s.d; ++k) {
+                             const double vk = v[(row / s.rpm) * stride + k];
+                             y[row * s.d + k] = mul ? y[row * s.d + k] * vk : y[row * s.d + k] + vk;
+                           }
+                         return y;
+                       }});
+    }
+}
+
+void add_norm_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t rows, d; };
+  for (bool l1 : {false, true})
+    for (S s : {S{1, 1}, S{1, 7}, S{7, 13}, S{33, 65}, S{4, 256}}) {
+      const std::uint64_t seed = static_cast<std::uint64_t>(s.rows * 313 + s.d + (l1 ? 9000 : 0));
+      // Shifted inputs, so the mean matters (layer norm) and signs are mixed (l1 norm).
+      auto x = values(s.rows * s.d, seed, l1 ? -2.0f : 1.0f, l1 ? 1.0f : 4.0f);
+      const float eps = 1e-5f;
+      cases.push_back({std::string(l1 ? "l1_norm" : "layer_norm") + " rows=" + std::to_string(s.rows) +
+                           " d=" + std::to_string(s.d),
+                       [=](Backend& be) {
+                         OutBuffer y(s.rows * s.d, kNan);
+                         if (l1)
+                           be.l1_norm(s.rows, s.d, x.data(), eps, y.ptr());
+                         else
+                           be.layer_norm(s.rows, s.d, x.data(), eps, y.ptr());
+                         return y.result(s.d);
+                       },
+                       [=] {
+                         std::vector<double> y(static_cast<std::size_t>(s.rows * s.d));
+                         for (std::int64_t i = 0; i < s.rows; ++i) {
+                           const float* xr = x.data() + i * s.d;
+                           double mean = 0, var = 0, l1sum = 0;
+                           for (std::int64_t k = 0; k < s.d; ++k) mean += xr[k], l1sum += std::fabs(xr[k]);
+                           mean /= static_cast<double>(s.d);
+                           for (std::int64_t k = 0; k < s.d; ++k) var += (xr[k] - mean) * (xr[k] - mean);
+                           var /= static_cast<double>(s.d);
+                           for (std::int64_t k = 0; k < s.d; ++k)
+                             y[i * s.d + k] = l1 ? xr[k] / (l1sum / static_cast<double>(s.d) + eps)
+                                                 : (xr[k] - mean) / std::sqrt(var + eps);
+                         }
+                         return y;
+                       }});
+    }
+}
+
+double activation_math(Activation a, double v) {
+  switch (a) {
+    case Activation::none: return v;
+    case Activation::relu: return v > 0 ? v : 0.0;
+    case Activation::tanh: return std::tanh(v);
+    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    case Activation::silu: return v / (1.0 + std::exp(-v));
+  }
+  return v;
+}
+
+void add_activation_cases(std::vector<OpCase>& cases) {
+  for (Activation a : {Activation::none, Activation::relu, Activation::tanh, Activation::gelu, Activation::silu})
+    for (std::int64_t n : {1, 7, 91, 4099}) {
+      const std::uint64_t seed = static_cast<std::uint64_t>(n * 7 + static_cast<int>(a));
+      auto x = values(n, seed, -6.0f, 6.0f);  // reaches the saturated parts of tanh, gelu and silu
+      cases.push_back({"activation " + activation_name(a) + " n=" + std::to_string(n),
+                       [=](Backend& be) {
+                         OutBuffer y(n, kNan);
+                         be.activation(a, n, x.data(), y.ptr());
+                         return y.result(std::min<std::int64_t>(n, 13));
+                       },
+                       [=] {
+                         std::vector<double> y(static_cast<std::size_t>(n));
+                         for (std::int64_t i = 0; i < n; ++i) y[i] = activation_math(a, x[i]);
+                         return y;
+                       }});
+    }
+}
+
+void add_embedding_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t members, rpm, vocab, d, r, zero_member; bool factors; };
+  for (S s : {S{1, 1, 1, 1, 1, -1, true}, S{1, 1, 13, 7, 1, -1, false}, S{4, 3, 13, 7, 2, 1, true},
+              S{3, 1, 65, 33, 8, 2, true}, S{6, 3, 32, 16, 4, -1, false}, S{5, 3, 11, 9, 3, 0, true}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 53 + s.vocab * 7 + s.d + s.r);
+    const std::int64_t rows = s.members * s.rpm;
+    auto w = values(s.vocab * s.d, seed);
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows));
+    auto tv = random_values(rows, seed + 1);
+    for (std::int64_t i = 0; i < rows; ++i)
+      tokens[i] = std::min<std::int32_t>(static_cast<std::int32_t>((tv[i] + 1.0f) * 0.5f * s.vocab),
+                                         static_cast<std::int32_t>(s.vocab - 1));
+    // Factors for the (m = vocab, n = d) matrix; the zero member has coef 0 and no block.
+    auto f = std::make_shared<Factors>(s.members, s.vocab, s.d, s.r, seed, s.zero_member, true);
+    cases.push_back({"embedding members=" + std::to_string(s.members) + " rpm=" + std::to_string(s.rpm) +
+                         " vocab=" + std::to_string(s.vocab) + " d=" + std::to_string(s.d) +
+                         (s.factors ? " r=" + std::to_string(s.r) : " no factors"),
+                     [=](Backend& be) {
+                       OutBuffer y(rows * s.d, kNan);
+                       const LowRankFactors lf = s.factors ? f->view() : LowRankFactors{s.vocab, s.d, s.r, nullptr, nullptr};
+                       be.embedding({s.members, s.rpm}, s.vocab, s.d, tokens.data(), w.data(), lf, y.ptr());
+                       return y.result(s.d);
+                     },
+                     [=] {
+                       std::vector<double> y(static_cast<std::size_t>(rows * s.d));
+                       for (std::int64_t row = 0; row < rows; ++row) {
+                         const std::int64_t j = row / s.rpm, t = tokens[row];
+                         for (std::int64_t k = 0; k < s.d; ++k)
+                           y[row * s.d + k] = w[t * s.d + k] + (s.factors ? f->coef[j] * f->ab(j, t, k) : 0.0);
+                       }
+                       return y;
+                     }});
+  }
+}
+
+std::vector<OpCase> all_cases() {
+  std::vector<OpCase> cases;
+  add_gemm_cases(cases);
+  add_lowrank_correction_cases(cases);
+  add_lowrank_update_cases(cases);
+  add_row_vector_cases(cases);
+  add_norm_cases(cases);
+  add_activation_cases(cases);
+  add_embedding_cases(cases);
+  return cases;
+}
+
+// |got - want| <= 1e-5 * max |row of want| + 1e-6 for every element (NaN fails).
+template <typename T>
+::testing::AssertionResult close_rows(const std::vector<float>& got, const std::vector<T>& want, std::int64_t row_len) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (std::size_t r0 = 0; r0 < want.size(); r0 += static_cast<std::size_t>(row_len)) {
+    const std::size_t r1 = std::min(want.size(), r0 + static_cast<std::size_t>(row_len));
+    double scale = 0.0;
+    for (std::size_t i = r0; i < r1; ++i) scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    const double tol = 1e-5 * scale + 1e-6;
+    for (std::size_t i = r0; i < r1; ++i) {
+      const double err = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+      if (!(err <= tol))
+        return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", expected " << want[i]
+                                             << " (|diff| " << err << " > tol " << tol << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(BackendOps, ReferenceMatchesTheMathInDouble) {
+  auto ref = make_backend(BackendKind::reference);
+  for (const OpCase& c : all_cases()) {
+    SCOPED_TRACE(c.name);
+    const OpResult r = c.run(*ref);
+    EXPECT_TRUE(r.guard_intact) << "wrote past the output";
+    EXPECT_TRUE(close_rows(r.out, c.oracle(), r.row_len));
+  }
+}
+
+TEST(BackendOps, EveryBackendMatchesTheReference) {
+  auto ref = make_backend(BackendKind::reference);
+  const auto cases = all_cases();
+  ASSERT_GE(cases.size(), 60u);
+  for (BackendKind kind : backends_under_test()) {
+    auto be = make_backend(kind);
+    for (const OpCase& c : cases) {
+      SCOPED_TRACE(be->name() + ": " + c.name);
+      const OpResult want = c.run(*ref), got = c.run(*be);
+      EXPECT_TRUE(got.guard_intact) << "wrote past the output";
+      EXPECT_TRUE(close_rows(got.out, want.out, want.row_len));
+    }
+  }
+}
+
+TEST(BackendOps, CpuResultsDoNotDependOnTheThreadCount) {
+  auto be = make_backend(BackendKind::cpu);
+  const int saved = omp_get_max_threads();
+  for (const OpCase& c : all_cases()) {
+    SCOPED_TRACE(c.name);
+    omp_set_num_threads(1);
+    const OpResult one = c.run(*be);
+    omp_set_num_threads(2);
+    const OpResult two = c.run(*be);
+    be->set_threads(3);  // more threads than rows for the small cases
+    const OpResult three = c.run(*be);
+    ASSERT_EQ(one.out.size(), two.out.size());
+    EXPECT_EQ(0, std::memcmp(one.out.data(), two.out.data(), one.out.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(one.out.data(), three.out.data(), one.out.size() * sizeof(float)));
+  }
+  omp_set_num_threads(saved);
+}
+
+// Contract 2: each row's result depends on that row alone, so a row computed in a batch of 1 or
+// of 37 rows gives the same bits (this is what lets members be evaluated in chunks of any size).
+TEST(BackendOps, RowResultsDoNotDependOnTheBatch) {
+  const std::int64_t rows = 37, m = 33, n = 65, r = 4;
+  const auto x = values(rows * n, 71), w = values(m * n, 72);
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    auto be = make_backend(kind);
+    SCOPED_TRACE(be->name());
+    std::vector<float> all(static_cast<std::size_t>(rows * m), kNan);
+    be->gemm_nt(rows, m, n, x.data(), w.data(), all.data());
+    for (std::int64_t i = 0; i < rows; ++i) {
+      std::vector<float> one(static_cast<std::size_t>(m), kNan);
+      be->gemm_nt(1, m, n, x.data() + i * n, w.data(), one.data());
+      ASSERT_EQ(0, std::memcmp(one.data(), all.data() + i * m, m * sizeof(float))) << "row " << i;
+    }
+    // The low-rank correction: 37 members of one row each vs each member alone.
+    const Factors f(rows, m, n, r, 73, 5, true);
+    const auto y0 = values(rows * m, 74);
+    std::vector<float> y_all = y0;
+    be->lowrank_correction({rows, 1}, f.view(), x.data(), y_all.data());
+    for (std::int64_t j = 0; j < rows; ++j) {
+      std::vector<float> y_one(y0.begin() + j * m, y0.begin() + (j + 1) * m);
+      const LowRankFactors lf{m, n, r, f.blocks.data() + j, f.coef.data() + j};
+      be->lowrank_correction({1, 1}, lf, x.data() + j * n, y_one.data());
+      ASSERT_EQ(0, std::memcmp(y_one.data(), y_all.data() + j * m, m * sizeof(float))) << "member " << j;
+    }
+  }
+}
+
+// lowrank_update accumulates (header: out += ...), one term at a time in k order, so splitting
+// the terms over two calls gives the same bits as one call.
+TEST(BackendOps, LowrankUpdateAccumulatesAndSplitsExactly) {
+  const std::int64_t m = 13, n = 7, r = 3, terms = 10;
+  const Factors f(terms, m, n, r, 81, -1, false);
+  std::vector<double> weight(terms);
+  for (std::int64_t k = 0; k < terms; ++k) weight[k] = 0.1 * static_cast<double>(k + 1) * (k % 2 ? -1 : 1);
+  const auto out0 = values(m * n, 82);
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    auto be = make_backend(kind);
+    SCOPED_TRACE(be->name());
+    std::vector<float> once = out0, split = out0;
+    be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), once.data());
+    be->lowrank_update(m, n, r, 4, f.blocks.data(), weight.data(), split.data());
+    be->lowrank_update(m, n, r, terms - 4, f.blocks.data() + 4, weight.data() + 4, split.data());
+    EXPECT_EQ(0, std::memcmp(once.data(), split.data(), once.size() * sizeof(float)));
+    // Zero terms leave out unchanged (it is accumulated into, not overwritten).
+    std::vector<float> none = out0;
+    be->lowrank_update(m, n, r, 0, f.blocks.data(), weight.data(), none.data());
+    EXPECT_EQ(none, out0);
+  }
+}
+
+TEST(BackendOps, NamesAndFactory) {
+  EXPECT_EQ(make_backend(BackendKind::reference)->name(), "reference");
+  EXPECT_EQ(make_backend(BackendKind::cpu)->name(), "cpu");
+  EXPECT_EQ(backend_from_name("cpu"), BackendKind::cpu);
+  EXPECT_THROW(backend_from_name("gpu"), std::exception);
+  for (Activation a : {Activation::none, Activation::relu, Activation::tanh, Activation::gelu, Activation::silu})
+    EXPECT_EQ(activation_from_name(activation_name(a)), a);
+  EXPECT_THROW(activation_from_name("sigmoid"), std::exception);
+}
+
+}  // namespace
+}  // namespace eggroll
