@@ -1,0 +1,178 @@
+// The eggroll CLI end to end: run folders, --resume rules, eval output, bad input handling.
+#include <gtest/gtest.h>
+#include <gmock/gmock.h>
+
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+
+#include "eggroll/io/checkpoint_dir.hpp"
+#include "eggroll/io/metrics.hpp"
+#include "eggroll/io/safetensors.hpp"
+#include "support/test_support.hpp"
+
+namespace fs = std::filesystem;
+using eggroll::testing::run_cli;
+using eggroll::testing::TempDir;
+using ::testing::HasSubstr;
+
+namespace {
+
+// A small sphere run: seconds, with checkpoints every 5 epochs.
+const std::string kSmall = std::string(EGGROLL_SOURCE_DIR) + "/configs/sphere.toml " +
+    "--set task.dim=36 --set es.population=32 --set es.rank=2 "
+    "--set optim.lr=0.05 --set run.checkpoint_every=5 --set run.eval_every=5 ";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+eggroll::Checkpoint last_checkpoint(const fs::path& run) {
+  auto latest = eggroll::CheckpointDir((run / "checkpoints").string()).latest_valid();
+  EXPECT_TRUE(latest.has_value());
+  return latest->second;
+}
+
+void expect_same_tensors(const eggroll::Checkpoint& a, const eggroll::Checkpoint& b) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.tensors.count(name)) << name;
+    const auto& u = b.tensors.at(name);
+    ASSERT_EQ(t.nbytes(), u.nbytes()) << name;
+    EXPECT_EQ(0, std::memcmp(t.raw(), u.raw(), t.nbytes())) << "tensor " << name << " differs";
+  }
+}
+
+TEST(Cli, ResumeEqualsStraightTrainingAndTruncatesMetrics) {
+  TempDir tmp;
+  const fs::path straight = tmp.path() / "straight", split = tmp.path() / "split";
+  auto r = run_cli("train " + kSmall + "--set run.epochs=20 --run-dir " + straight.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_cli("train " + kSmall + "--set run.epochs=10 --run-dir " + split.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // A metrics line past the last checkpoint (as after a crash) must be dropped on resume.
+  { std::ofstream(split / "metrics.jsonl", std::ios::app) << "{\"epoch\": 10, \"loss\": 1}\n"; }
+  r = run_cli("train --run-dir " + split.string() + " --resume --set run.epochs=20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("resuming from the checkpoint of epoch 10"));
+  expect_same_tensors(last_checkpoint(straight), last_checkpoint(split));
+  auto records = eggroll::read_metrics((split / "metrics.jsonl").string());
+  ASSERT_EQ(records.size(), 20u);
+  for (std::size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["epoch"].get<int>(), static_cast<int>(i));
+}
+
+TEST(Cli, EvalPrintsOneFigurePerLine) {
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  ASSERT_EQ(run_cli("train " + kSmall + "--set run.epochs=5 --run-dir " + run.string()).exit_code, 0);
+  auto r = run_cli("eval " + run.string() + " --json " + (tmp.path() / "e.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("epoch: 5\n"));
+  EXPECT_THAT(r.output, HasSubstr("eval_loss: "));
+  EXPECT_THAT(slurp(tmp.path() / "e.json"), HasSubstr("\"eval_loss\""));
+  // A checkpoint file works as well as a run folder.
+  r = run_cli("eval " + (run / "checkpoints" / "epoch-00000005.safetensors").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Cli, InfoNamesBackendsAndSimd) {
+  auto r = run_cli("info");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("backends: reference, cpu"));
+  EXPECT_THAT(r.output, HasSubstr("simd: "));
+}
+
+struct BadCase {
+  std::string args, message;
+};
+
+TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
+  TempDir tmp;
+  const std::string dir = (tmp.path() / "x").string();
+  { std::ofstream(tmp.path() / "unknown.toml") << "[es]\nrankk = 2\n"; }
+  { std::ofstream(tmp.path() / "type.toml") << "[es]\nrank = \"two\"\n"; }
+  { std::ofstream(tmp.path() / "syntax.toml") << "[es\nrank = 2\n"; }
+  const std::vector<BadCase> cases = {
+      {"train " + (tmp.path() / "missing.toml").string(), "not found"},
+      {"train " + (tmp.path() / "unknown.toml").string(), "es.rankk"},
+      {"train " + (tmp.path() / "type.toml").string(), "es.rank = \"two\""},
+      {"train " + (tmp.path() / "syntax.toml").string(), "syntax.toml"},
+      {"train --set es.population=0 --run-dir " + dir, "es.population = 0"},
+      {"train --set es.population=7 --run-dir " + dir, "odd"},
+      {"train --set es.rank=0 --run-dir " + dir, "es.rank = 0"},
+      {"train --set es.sigma=nan --run-dir " + dir, "es.sigma = nan"},
+      {"train --set model.hidden=[0] --run-dir " + dir, "model.hidden"},
+      {"train --set task.kind=nope --run-dir " + dir, "task.kind"},
+      {"train --resume", "--run-dir"},
+      {"train --resume --run-dir " + dir, "holds no run"},
+      {"eval " + dir, "does not exist"},
+  };
+  for (auto& c : cases) {
+    auto r = run_cli(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_THAT(r.output, HasSubstr(c.message)) << c.args;
+    EXPECT_THAT(r.output, HasSubstr("error")) << c.args;
+  }
+  EXPECT_FALSE(fs::exists(dir)) << "a failed start must not create the run folder";
+}
+
+TEST(Cli, ExistingRunsAndCheckpointsAreNeverOverwritten) {
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  ASSERT_EQ(run_cli("train " + kSmall + "--set run.epochs=5 --run-dir " + run.string()).exit_code, 0);
+  const std::string config = slurp(run / "config.toml"), metrics = slurp(run / "metrics.jsonl");
+  const fs::path ck = run / "checkpoints" / "epoch-00000005.safetensors";
+  const std::string ck_bytes = slurp(ck);
+
+  auto r = run_cli("train " + kSmall + "--set run.epochs=5 --run-dir " + run.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("already holds a run"));
+  r = run_cli("train --run-dir " + run.string() + " --resume --set es.sigma=0.5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("es.sigma"));
+  { std::ofstream(tmp.path() / "other.toml") << "[es]\nrank = 3\n[model]\nkind = \"matrix\"\n[task]\nkind = \"sphere\"\n"; }
+  r = run_cli("train " + (tmp.path() / "other.toml").string() + " --run-dir " + run.string() + " --resume");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("es.rank"));
+  EXPECT_EQ(config, slurp(run / "config.toml"));
+  EXPECT_EQ(metrics, slurp(run / "metrics.jsonl"));
+  EXPECT_EQ(ck_bytes, slurp(ck));
+}
+
+TEST(Cli, CorruptCheckpointsAreReportedAndSkipped) {
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  ASSERT_EQ(run_cli("train " + kSmall + "--set run.epochs=10 --run-dir " + run.string()).exit_code, 0);
+  const fs::path newest = run / "checkpoints" / "epoch-00000010.safetensors";
+  const std::string bytes = slurp(newest);
+  { std::ofstream(newest, std::ios::binary) << bytes.substr(0, bytes.size() / 2); }  // truncated
+  auto r = run_cli("eval " + newest.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("truncated"));
+  r = run_cli("eval " + run.string());  // falls back to epoch 5, with a warning
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("epoch: 5\n"));
+  EXPECT_THAT(r.output, HasSubstr("warning"));
+  { std::ofstream(tmp.path() / "garbage.safetensors", std::ios::binary) << "not a checkpoint at all"; }
+  r = run_cli("eval " + (tmp.path() / "garbage.safetensors").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("corrupt"));
+}
+
+TEST(Cli, CheckpointOfAnotherModelIsRefused) {
+  TempDir tmp;
+  const fs::path a = tmp.path() / "a";
+  ASSERT_EQ(run_cli("train " + kSmall + "--set run.epochs=5 --run-dir " + a.string()).exit_code, 0);
+  // Rewrite the checkpoint's config to a bigger sphere: the tensor shapes no longer match.
+  const fs::path ck = a / "checkpoints" / "epoch-00000005.safetensors";
+  auto c = eggroll::read_safetensors(ck.string());
+  auto& cfg = c.metadata["config"];
+  cfg.replace(cfg.find("dim = 36"), 8, "dim = 64");
+  eggroll::write_safetensors((tmp.path() / "other.safetensors").string(), c);
+  auto r = run_cli("eval " + (tmp.path() / "other.safetensors").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("another model"));
+}
+
+}  // namespace
