@@ -50,7 +50,8 @@ static std::string rate(double v) {
 ProgressCallback::ProgressCallback(std::FILE* out, double interval_s)
     : out_(out), tty_(::isatty(::fileno(out)) == 1), interval_s_(interval_s) {}
 
-std::string ProgressCallback::format_line(const Trainer& trainer, const EpochRecord& r, double eta_s) {
+std::string ProgressCallback::format_line(const Trainer& trainer, const EpochRecord& r, double members_per_s,
+                                          double eta_s) {
   const auto& cfg = trainer.config();
   char buf[256];
   std::string line;
@@ -60,7 +61,7 @@ std::string ProgressCallback::format_line(const Trainer& trainer, const EpochRec
   std::snprintf(buf, sizeof buf, " | %s %.5g", r.main_figure.c_str(), r.main_value);
   line += buf;
   if (r.update.n_nonfinite > 0) line += " | nonfinite " + std::to_string(r.update.n_nonfinite);
-  line += " | " + rate(r.members_per_s) + " members/s | ETA " + duration(eta_s);
+  line += " | " + rate(members_per_s) + " members/s | ETA " + duration(eta_s);
   return line;
 }
 
@@ -74,9 +75,11 @@ void ProgressCallback::on_epoch(Trainer& trainer, const EpochRecord& r) {
   if (tty_ && printed_ && since < 0.1 && !last) return;
   last_print_ = now;
   printed_ = true;
+  // Rates and ETA from the average since this session's first epoch (steadier than one epoch).
   const double per_epoch = r.wall_s / static_cast<double>(r.epoch + 1 - first_epoch_);
   const double eta = per_epoch * static_cast<double>(trainer.config().run.epochs - r.epoch - 1);
-  std::string line = format_line(trainer, r, eta);
+  const double members_per_s = static_cast<double>(trainer.config().es.population) / per_epoch;
+  std::string line = format_line(trainer, r, members_per_s, eta);
   const std::string eval_name = trainer.task().eval_figure();
   if (!eval_name.empty() && last_eval_.count(eval_name)) {
     char buf[64];

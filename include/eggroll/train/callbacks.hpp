@@ -22,7 +22,8 @@ class ProgressCallback final : public Callback {
   explicit ProgressCallback(std::FILE* out = stderr, double interval_s = 2.0);
   void on_epoch(Trainer& trainer, const EpochRecord& record) override;
   void on_end(Trainer& trainer) override;
-  static std::string format_line(const Trainer& trainer, const EpochRecord& record, double eta_s);
+  static std::string format_line(const Trainer& trainer, const EpochRecord& record, double members_per_s,
+                                 double eta_s);
 
  private:
   std::FILE* out_;

@@ -1,0 +1,576 @@
+// Tests of the EGGROLL math end to end (ALGORITHM.md 1.1-1.5), each against the formula
+// computed densely in double: the perturbed forward of `linear`, the materialised member
+// matrices, the update after tell for every shaper, the direction of the update on a linear
+// fitness, the other noisers (open_es, sparse, eggroll_sign, eggroll_baseline, noop) and
+// non-finite scores.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "eggroll/backend/backend.hpp"
+#include "eggroll/es/strategy.hpp"
+#include "eggroll/model/layers.hpp"
+#include "support/test_support.hpp"
+
+namespace eggroll {
+namespace {
+
+using testing::random_tensor;
+using testing::random_values;
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+EsConfig es_config(const std::string& noiser, std::int64_t population, int rank, double sigma) {
+  EsConfig es;
+  es.noiser = noiser;
+  es.population = population;
+  es.rank = rank;
+  es.sigma = sigma;
+  return es;
+}
+
+// Plain SGD at lr 1 without momentum or clipping: the step is exactly -grad.
+OptimConfig sgd(double lr = 1.0) {
+  OptimConfig o;
+  o.name = "sgd";
+  o.lr = lr;
+  o.momentum = 0.0;
+  o.clip_norm = 0.0;
+  return o;
+}
+
+// A strategy over named shapes with random initial values.
+std::unique_ptr<Strategy> make_strategy(const std::vector<std::pair<std::string, Shape>>& shapes, const EsConfig& es,
+                                        const OptimConfig& optim, std::uint64_t seed, Backend& backend) {
+  auto s = Strategy::for_shapes(shapes, es, optim, seed, 100, backend);
+  std::uint64_t k = 0;
+  for (Param& p : s->params().all()) p.value = random_tensor(p.value.shape(), seed * 1000 + ++k);
+  return s;
+}
+
+std::vector<double> to_double(const Tensor& t) {
+  const float* v = t.data<float>();
+  return std::vector<double>(v, v + t.numel());
+}
+
+// W + coef A B^T in double, (m, n).
+std::vector<double> dense_member(const Tensor& w, const MemberFactors& f) {
+  const std::int64_t m = w.dim(0), n = w.dim(1), r = f.a.dim(1);
+  std::vector<double> out = to_double(w);
+  for (std::int64_t a = 0; a < m; ++a)
+    for (std::int64_t b = 0; b < n; ++b) {
+      double ab = 0;
+      for (std::int64_t c = 0; c < r; ++c)
+        ab += static_cast<double>(f.a.data<float>()[a * r + c]) * f.b.data<float>()[b * r + c];
+      out[a * n + b] += f.coef * ab;
+    }
+  return out;
+}
+
+// |got - want| <= rel * max |want| + abs for every element.
+::testing::AssertionResult close(const std::vector<double>& got, const std::vector<double>& want, double rel,
+                                 double abs = 1e-7) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  double scale = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  const double tol = rel * scale + abs;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", expected " << want[i]
+                                           << " (tol " << tol << ")";
+  return ::testing::AssertionSuccess();
+}
+
+// ---- (a) the perturbed forward ----
+
+struct ForwardCase {
+  std::int64_t m, n, rank, population, rows_per_member;
+  bool antithetic;
+  std::string noise_source;
+};
+
+TEST(EggrollForward, LinearEqualsTheDensePerturbedMatrixForEveryMember) {
+  const std::vector<ForwardCase> cases = {
+      {5, 7, 1, 4, 1, true, "generator"},   {13, 7, 2, 6, 3, true, "generator"},
+      {8, 33, 3, 8, 2, true, "generator"},  {16, 24, 4, 4, 1, true, "table"},
+      {7, 13, 5, 5, 2, false, "generator"}, {1, 9, 6, 6, 3, true, "generator"},
+      {20, 3, 7, 2, 1, true, "generator"},  {11, 17, 8, 10, 2, true, "table"},
+  };
+  std::uint64_t seed = 10;
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    auto backend = make_backend(kind);
+    for (const ForwardCase& c : cases) {
+      ++seed;
+      SCOPED_TRACE(backend->name() + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                   " r=" + std::to_string(c.rank) + " N=" + std::to_string(c.population) + " " + c.noise_source);
+      EsConfig es = es_config("eggroll", c.population, static_cast<int>(c.rank), 0.3);
+      es.antithetic = c.antithetic;
+      es.noise_source = c.noise_source;
+      es.table_log2_size = 20;
+      auto s = make_strategy({{"w", {c.m, c.n}}, {"b", {c.m}}}, es, sgd(), seed, *backend);
+      const Param& w = s->params().at("w");
+      const Param& b = s->params().at("b");
+      auto view = s->ask();
+      ForwardContext ctx{*backend, view.get(), c.rows_per_member};
+      const std::int64_t rows = c.population * c.rows_per_member;
+      const Tensor x = random_tensor({rows, c.n}, seed + 500);
+      const Tensor y = linear(ctx, w, &b, x);
+      ASSERT_EQ(y.dim(0), rows);
+      ASSERT_EQ(y.dim(1), c.m);
+
+      for (std::int64_t i = 0; i < c.population; ++i) {
+        const MemberFactors f = s->member_factors(i, "w");
+        // The factors are the view's B-then-A block of the member's pair, with coef s_i sigma / sqrt(r).
+        const std::int64_t pair = c.antithetic ? i / 2 : i;
+        const float* block = view->normals(w, pair, NoiseTag::factors, c.rank * (c.m + c.n));
+        EXPECT_TRUE(std::equal(block, block + c.n * c.rank, f.b.data<float>()));
+        EXPECT_TRUE(std::equal(block + c.n * c.rank, block + (c.n + c.m) * c.rank, f.a.data<float>()));
+        const double sign = c.antithetic && (i % 2) ? -1.0 : 1.0;
+        EXPECT_DOUBLE_EQ(f.coef, sign * 0.3 / std::sqrt(static_cast<double>(c.rank)));
+        // v_i = v + s_i sigma eps_i for the bias.
+        const Tensor bi = s->member_tensor(i, "b");
+        const float* eps = view->normals(b, pair, NoiseTag::factors, c.m);
+        std::vector<double> want_b = to_double(b.value);
+        for (std::int64_t k = 0; k < c.m; ++k) want_b[k] += sign * 0.3 * eps[k];
+        EXPECT_TRUE(close(to_double(bi), want_b, 1e-6));
+
+        const std::vector<double> wi = dense_member(w.value, f);
+        // member_tensor materialises the same matrix through the noiser's own forward.
+        EXPECT_TRUE(close(to_double(s->member_tensor(i, "w")), wi, 1e-5));
+        for (std::int64_t t = 0; t < c.rows_per_member; ++t) {
+          const std::int64_t row = i * c.rows_per_member + t;
+          std::vector<double> want(static_cast<std::size_t>(c.m)), got(static_cast<std::size_t>(c.m));
+          for (std::int64_t a = 0; a < c.m; ++a) {
+            double acc = want_b[a];
+            for (std::int64_t k = 0; k < c.n; ++k) acc += static_cast<double>(x.data<float>()[row * c.n + k]) * wi[a * c.n + k];
+            want[a] = acc;
+            got[a] = y.data<float>()[row * c.m + a];
+          }
+          EXPECT_TRUE(close(got, want, 1e-4, 1e-6)) << "member " << i << " row " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(EggrollForward, AntitheticMembersShareFactorsWithOppositeSigns) {
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {6, 9}}}, es_config("eggroll", 8, 3, 0.2), sgd(), 3, *backend);
+  const std::vector<double> w = to_double(s->params().at("w").value);
+  for (std::int64_t k = 0; k < 4; ++k) {
+    const MemberFactors plus = s->member_factors(2 * k, "w"), minus = s->member_factors(2 * k + 1, "w");
+    EXPECT_TRUE(std::equal(plus.a.data<float>(), plus.a.data<float>() + plus.a.numel(), minus.a.data<float>()));
+    EXPECT_TRUE(std::equal(plus.b.data<float>(), plus.b.data<float>() + plus.b.numel(), minus.b.data<float>()));
+    EXPECT_GT(plus.coef, 0.0);
+    EXPECT_EQ(minus.coef, -plus.coef);
+    // (W_{2k} + W_{2k+1}) / 2 = W: the perturbations cancel.
+    const std::vector<double> wp = to_double(s->member_tensor(2 * k, "w")), wm = to_double(s->member_tensor(2 * k + 1, "w"));
+    std::vector<double> mid(w.size());
+    for (std::size_t e = 0; e < w.size(); ++e) mid[e] = 0.5 * (wp[e] + wm[e]);
+    EXPECT_TRUE(close(mid, w, 1e-6));
+    // Different pairs draw different factors.
+    if (k > 0) {
+      const MemberFactors prev = s->member_factors(2 * k - 2, "w");
+      EXPECT_NE(prev.a.data<float>()[0], plus.a.data<float>()[0]);
+    }
+  }
+  // The per-entry variance of the perturbation is sigma^2 whatever the rank: over all entries
+  // of 64 pairs (3456 entries) the mean square of (W_i - W) / sigma is 1 within 5 standard
+  // deviations (the entries' fourth moment for rank 3 is at most 3 + 6 / r = 5, so sd <= 0.04).
+  auto big = make_strategy({{"w", {6, 9}}}, es_config("eggroll", 128, 3, 0.2), sgd(), 4, *backend);
+  double sq = 0;
+  std::int64_t count = 0;
+  const std::vector<double> w0 = to_double(big->params().at("w").value);
+  for (std::int64_t k = 0; k < 64; ++k) {
+    const std::vector<double> wi = to_double(big->member_tensor(2 * k, "w"));
+    for (std::size_t e = 0; e < wi.size(); ++e, ++count) sq += (wi[e] - w0[e]) * (wi[e] - w0[e]) / 0.04;
+  }
+  EXPECT_NEAR(sq / static_cast<double>(count), 1.0, 5.0 * std::sqrt(4.0 / static_cast<double>(count)));
+}
+
+// ---- (b) the update ----
+
+// Shaped fitness computed here from the definitions of ALGORITHM.md 1.3 (independently of
+// src/es/shaping.cpp).
+std::vector<double> shaped(const std::string& shaping, const std::vector<double>& s, std::int64_t group) {
+  const std::size_t n = s.size();
+  std::vector<double> f(n, 0.0);
+  auto zscore = [&](std::size_t b, std::size_t e) {
+    double mean = 0, var = 0;
+    for (std::size_t i = b; i < e; ++i) mean += s[i];
+    mean /= static_cast<double>(e - b);
+    for (std::size_t i = b; i < e; ++i) var += (s[i] - mean) * (s[i] - mean);
+    var /= static_cast<double>(e - b);
+    for (std::size_t i = b; i < e; ++i) f[i] = (s[i] - mean) / std::sqrt(var + 1e-5);
+  };
+  if (shaping == "zscore") zscore(0, n);
+  if (shaping == "group_zscore")
+    for (std::size_t b = 0; b < n; b += static_cast<std::size_t>(group)) zscore(b, b + static_cast<std::size_t>(group));
+  if (shaping == "centered_rank")
+    for (std::size_t i = 0; i < n; ++i) {
+      double below = 0, tied = 0;  // rank = below + (tied - 1) / 2 (the mean of the tied ranks)
+      for (std::size_t j = 0; j < n; ++j) below += s[j] < s[i], tied += s[j] == s[i];
+      f[i] = (below + (tied - 1) / 2) / static_cast<double>(n - 1) - 0.5;
+    }
+  if (shaping == "antithetic_sign")
+    for (std::size_t k = 0; k < n; k += 2) {
+      const double d = s[k] > s[k + 1] ? 1.0 : (s[k] < s[k + 1] ? -1.0 : 0.0);
+      f[k] = d;
+      f[k + 1] = -d;
+    }
+  if (shaping == "raw") f = s;
+  return f;
+}
+
+struct UpdateCase {
+  std::string shaping;
+  std::int64_t population, rank;
+  bool tied;  // scores drawn from a few levels, so ties occur
+};
+
+// With sgd at lr 1 (no momentum, no clipping), tell moves every parameter by exactly -grad:
+//   matrix: delta = sqrt(N) (1/N) sum_i f_i s_i (sigma / sqrt(r)) A_i B_i^T
+//   vector: delta = sqrt(N) (1/N) sum_i f_i s_i sigma eps_i
+TEST(EggrollUpdate, TellMovesParametersByTheEsGradientForEveryShaper) {
+  const std::vector<UpdateCase> cases = {
+      {"zscore", 32, 3, false},       {"group_zscore", 32, 2, false}, {"group_zscore", 16, 1, true},
+      {"centered_rank", 32, 4, false}, {"centered_rank", 24, 8, true}, {"antithetic_sign", 32, 3, true},
+      {"raw", 20, 5, false},           {"zscore", 8, 1, true},
+  };
+  const std::int64_t m = 5, n = 7, len = 6;
+  const double sigma = 0.1;
+  auto backend = make_backend(BackendKind::cpu);
+  std::uint64_t seed = 100;
+  for (const UpdateCase& c : cases) {
+    ++seed;
+    SCOPED_TRACE(c.shaping + " N=" + std::to_string(c.population) + " r=" + std::to_string(c.rank) +
+                 (c.tied ? " tied" : ""));
+    EsConfig es = es_config("eggroll", c.population, static_cast<int>(c.rank), sigma);
+    es.shaping = c.shaping;
+    es.group_size = 4;
+    auto s = make_strategy({{"w", {m, n}}, {"v", {len}}}, es, sgd(1.0), seed, *backend);
+    const Param& w = s->params().at("w");
+    const Param& v = s->params().at("v");
+    const std::vector<double> w0 = to_double(w.value), v0 = to_double(v.value);
+
+    std::vector<double> scores(static_cast<std::size_t>(c.population));
+    const std::vector<float> r = random_values(c.population, seed + 7);
+    for (std::int64_t i = 0; i < c.population; ++i) scores[i] = c.tied ? std::round(2.0 * r[i]) : 3.0 * r[i] + 1.0;
+    if (c.shaping == "group_zscore" && c.tied) std::fill(scores.begin() + 4, scores.begin() + 8, 0.5);  // a tied block
+    const std::vector<double> f = shaped(c.shaping, scores, es.group_size);
+
+    // The expected step, from the factors of the current epoch (read before tell advances it).
+    const double nn = static_cast<double>(c.population);
+    std::vector<double> dw(w0.size(), 0.0), dv(v0.size(), 0.0);
+    auto view = s->ask();
+    for (std::int64_t i = 0; i < c.population; ++i) {
+      const MemberFactors mf = s->member_factors(i, "w");
+      const std::vector<double> wi = dense_member(w.value, mf);  // W + s_i sigma / sqrt(r) A B^T
+      for (std::size_t e = 0; e < dw.size(); ++e) dw[e] += std::sqrt(nn) / nn * f[i] * (wi[e] - w0[e]);
+      const float* eps = view->normals(v, i / 2, NoiseTag::factors, len);
+      const double si = i % 2 ? -1.0 : 1.0;
+      for (std::int64_t e = 0; e < len; ++e) dv[e] += std::sqrt(nn) / nn * f[i] * si * sigma * eps[e];
+    }
+    const EpochUpdate u = s->tell(scores);
+    EXPECT_TRUE(u.updated);
+    EXPECT_EQ(u.n_nonfinite, 0);
+    EXPECT_EQ(s->epoch(), 1);
+    std::vector<double> got_w = to_double(w.value), got_v = to_double(v.value);
+    for (std::size_t e = 0; e < got_w.size(); ++e) got_w[e] -= w0[e];
+    for (std::size_t e = 0; e < got_v.size(); ++e) got_v[e] -= v0[e];
+    EXPECT_TRUE(close(got_w, dw, 1e-4, 1e-7));
+    EXPECT_TRUE(close(got_v, dv, 1e-4, 1e-7));
+    double norm = 0;
+    for (double d : dw) norm += d * d;
+    for (double d : dv) norm += d * d;
+    EXPECT_NEAR(u.grad_norm, std::sqrt(norm), 1e-4 * std::sqrt(norm));    // grad = -delta at lr 1
+    EXPECT_NEAR(u.update_norm, std::sqrt(norm), 1e-4 * std::sqrt(norm));
+    EXPECT_GT(norm, 1e-4) << "the case moves nothing: it would not test the formula";
+  }
+}
+
+// The step size convention: with plain SGD each element moves by about lr * sigma whatever N and
+// r are (ALGORITHM.md 1.4), for independent random scores.
+TEST(EggrollUpdate, StepIsAboutLrTimesSigmaPerElement) {
+  auto backend = make_backend(BackendKind::cpu);
+  for (std::int64_t population : {64, 1024})
+    for (int rank : {1, 8}) {
+      SCOPED_TRACE("N=" + std::to_string(population) + " r=" + std::to_string(rank));
+      auto s = make_strategy({{"w", {32, 32}}}, es_config("eggroll", population, rank, 0.05), sgd(0.5), 77, *backend);
+      const std::vector<double> w0 = to_double(s->params().at("w").value);
+      std::vector<double> scores(static_cast<std::size_t>(population));
+      const auto r = random_values(population, 78);
+      std::copy(r.begin(), r.end(), scores.begin());
+      s->tell(scores);
+      const std::vector<double> w1 = to_double(s->params().at("w").value);
+      double sq = 0;
+      for (std::size_t e = 0; e < w0.size(); ++e) sq += (w1[e] - w0[e]) * (w1[e] - w0[e]);
+      const double rms = std::sqrt(sq / static_cast<double>(w0.size()));
+      EXPECT_GT(rms, 0.5 * 0.025);  // lr * sigma = 0.025
+      EXPECT_LT(rms, 2.0 * 0.025);
+    }
+}
+
+// ---- (c) direction on a linear fitness ----
+
+double cosine(const std::vector<double>& a, const std::vector<double>& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) ab += a[i] * b[i], aa += a[i] * a[i], bb += b[i] * b[i];
+  return ab / std::sqrt(aa * bb);
+}
+
+// Fitness <C, W_i> for a random C (m = 16, n = 24, D = 384 entries), population 512 (256 pairs),
+// rank 4, seed 2025. The step is sum_k <C, E_k> E_k over K = 256 pairs: its mean is K C and
+// its noise has about D |C|^2 K of squared norm, so one step's cosine with C is about
+// 1 / sqrt(1 + D / K) = 0.63 and the sum of T steps' about 1 / sqrt(1 + D / (T K)): 0.95 at
+// T = 12. (Asserted: one step > 0.5, twelve steps > 0.9; measured 0.627 and 0.945.)
+TEST(EggrollUpdate, LinearFitnessUpdateFollowsC) {
+  const std::int64_t m = 16, n = 24, population = 512;
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {m, n}}}, es_config("eggroll", population, 4, 0.05), sgd(0.1), 2025, *backend);
+  const std::vector<double> c = to_double(random_tensor({m, n}, 2026));
+  const std::vector<double> w_start = to_double(s->params().at("w").value);
+  double first_cos = 0;
+  for (int epoch = 0; epoch < 12; ++epoch) {
+    const std::vector<double> w0 = to_double(s->params().at("w").value);
+    std::vector<double> scores(static_cast<std::size_t>(population));
+    auto view = s->ask();
+    for (std::int64_t i = 0; i < population; ++i) {
+      const MemberFactors f = s->member_factors(i, "w");
+      const std::vector<double> wi = dense_member(s->params().at("w").value, f);
+      scores[i] = std::inner_product(c.begin(), c.end(), wi.begin(), 0.0);
+    }
+    s->tell(scores);
+    const std::vector<double> w1 = to_double(s->params().at("w").value);
+    std::vector<double> step(w0.size());
+    for (std::size_t e = 0; e < w0.size(); ++e) step[e] = w1[e] - w0[e];
+    if (epoch == 0) first_cos = cosine(step, c);
+  }
+  RecordProperty("cosine_one_step", std::to_string(first_cos));
+  EXPECT_GT(first_cos, 0.5);
+  std::vector<double> total(w_start.size());
+  const std::vector<double> w_end = to_double(s->params().at("w").value);
+  for (std::size_t e = 0; e < total.size(); ++e) total[e] = w_end[e] - w_start[e];
+  const double total_cos = cosine(total, c);
+  RecordProperty("cosine_twelve_steps", std::to_string(total_cos));
+  EXPECT_GT(total_cos, 0.9);
+}
+
+// ---- (d) the other noisers ----
+
+// Scores that depend on the members (so shaped fitness is not all zero).
+std::vector<double> member_scores(std::int64_t population, std::uint64_t seed) {
+  const auto r = random_values(population, seed);
+  return std::vector<double>(r.begin(), r.end());
+}
+
+TEST(OtherNoisers, OpenEsMemberMatrixAndUpdateAreFullRank) {
+  const std::int64_t m = 6, n = 5, population = 12;
+  const double sigma = 0.2;
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {m, n}}, {"b", {m}}}, es_config("open_es", population, 2, sigma), sgd(1.0), 31, *backend);
+  const Param& w = s->params().at("w");
+  const std::vector<double> w0 = to_double(w.value);
+  auto view = s->ask();
+  const std::vector<double> scores = member_scores(population, 32);
+  const std::vector<double> f = shaped("zscore", scores, 2);
+  std::vector<double> dw(w0.size(), 0.0);
+  const double nn = static_cast<double>(population);
+  for (std::int64_t i = 0; i < population; ++i) {
+    // W_i = W + s_i sigma E_i, E_i the pair's full-rank normals (tag full).
+    const float* e = view->normals(w, i / 2, NoiseTag::full, m * n);
+    const double si = i % 2 ? -1.0 : 1.0;
+    std::vector<double> want = w0;
+    for (std::size_t k = 0; k < want.size(); ++k) want[k] += si * sigma * e[k];
+    EXPECT_TRUE(close(to_double(s->member_tensor(i, "w")), want, 1e-6)) << "member " << i;
+    // The forward of linear agrees with x W_i^T.
+    for (std::size_t k = 0; k < want.size(); ++k) dw[k] += std::sqrt(nn) / nn * f[i] * si * sigma * e[k];
+  }
+  // A forward pass through linear: row of member i = x W_i^T + b_i.
+  ForwardContext ctx{*backend, view.get(), 1};
+  const Tensor x = random_tensor({population, n}, 33);
+  const Tensor y = linear(ctx, w, nullptr, x);
+  for (std::int64_t i = 0; i < population; ++i) {
+    const std::vector<double> wi = to_double(s->member_tensor(i, "w"));
+    std::vector<double> want(static_cast<std::size_t>(m)), got(static_cast<std::size_t>(m));
+    for (std::int64_t a = 0; a < m; ++a) {
+      for (std::int64_t k = 0; k < n; ++k) want[a] += static_cast<double>(x.data<float>()[i * n + k]) * wi[a * n + k];
+      got[a] = y.data<float>()[i * m + a];
+    }
+    EXPECT_TRUE(close(got, want, 1e-5, 1e-6)) << "member " << i;
+  }
+  EXPECT_THROW(s->member_factors(0, "w"), Error);  // open_es has no low-rank factors
+  const EpochUpdate u = s->tell(scores);
+  EXPECT_TRUE(u.updated);
+  std::vector<double> got = to_double(w.value);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    ASSERT_TRUE(std::isfinite(got[k]));
+    got[k] -= w0[k];
+  }
+  EXPECT_TRUE(close(got, dw, 1e-4, 1e-7));
+}
+
+TEST(OtherNoisers, EggrollSignUpdatesWithSignsOfTheFactors) {
+  const std::int64_t m = 7, n = 4, population = 10, rank = 3;
+  const double sigma = 0.1;
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {m, n}}}, es_config("eggroll_sign", population, rank, sigma), sgd(1.0), 41, *backend);
+  const Param& w = s->params().at("w");
+  const std::vector<double> w0 = to_double(w.value);
+  const std::vector<double> scores = member_scores(population, 42);
+  const std::vector<double> f = shaped("zscore", scores, 2);
+  // delta = sqrt(N) (1/N) sum_i f_i s_i (sigma / sqrt(r)) sign(A_i) sign(B_i)^T
+  std::vector<double> dw(w0.size(), 0.0);
+  const double nn = static_cast<double>(population);
+  auto sgn = [](float v) { return v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0); };
+  for (std::int64_t i = 0; i < population; ++i) {
+    const MemberFactors mf = s->member_factors(i, "w");  // the forward is EGGROLL's
+    EXPECT_TRUE(close(to_double(s->member_tensor(i, "w")), dense_member(w.value, mf), 1e-5));
+    for (std::int64_t a = 0; a < m; ++a)
+      for (std::int64_t b = 0; b < n; ++b) {
+        double ab = 0;
+        for (std::int64_t c = 0; c < rank; ++c) ab += sgn(mf.a.data<float>()[a * rank + c]) * sgn(mf.b.data<float>()[b * rank + c]);
+        dw[a * n + b] += std::sqrt(nn) / nn * f[i] * mf.coef * ab;
+      }
+  }
+  s->tell(scores);
+  std::vector<double> got = to_double(w.value);
+  for (std::size_t k = 0; k < got.size(); ++k) got[k] -= w0[k];
+  EXPECT_TRUE(close(got, dw, 1e-4, 1e-7));
+}
+
+TEST(OtherNoisers, SparseMemberMatrixAndUpdate) {
+  const std::int64_t m = 6, n = 9, population = 8;  // k = max(m, n) = 9 entries per member
+  const double sigma = 0.3;
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {m, n}}}, es_config("sparse", population, 1, sigma), sgd(1.0), 51, *backend);
+  const Param& w = s->params().at("w");
+  const std::vector<double> w0 = to_double(w.value);
+  auto view = s->ask();
+  const std::vector<double> scores = member_scores(population, 52);
+  const std::vector<double> f = shaped("zscore", scores, 2);
+  std::vector<double> dw(w0.size(), 0.0);
+  const double nn = static_cast<double>(population);
+  for (std::int64_t i = 0; i < population; ++i) {
+    // W_i = W + s_i sigma sum_e v_e 1[p_e], p_e = bits_e mod (m n).
+    const std::uint32_t* pos = view->bits(w, i / 2, NoiseTag::sparse_index, n);
+    const float* val = view->normals(w, i / 2, NoiseTag::factors, n);
+    const double si = i % 2 ? -1.0 : 1.0;
+    std::vector<double> want = w0;
+    for (std::int64_t e = 0; e < n; ++e) {
+      want[pos[e] % (m * n)] += si * sigma * val[e];
+      dw[pos[e] % (m * n)] += std::sqrt(nn) / nn * f[i] * si * sigma * val[e];
+    }
+    const std::vector<double> got = to_double(s->member_tensor(i, "w"));
+    EXPECT_TRUE(close(got, want, 1e-6)) << "member " << i;
+    int changed = 0;
+    for (std::size_t k = 0; k < got.size(); ++k) changed += got[k] != w0[k];
+    EXPECT_GE(changed, 5);   // about k distinct entries (positions may repeat)
+    EXPECT_LE(changed, 9);
+  }
+  const EpochUpdate u = s->tell(scores);
+  EXPECT_TRUE(u.updated);
+  std::vector<double> got = to_double(w.value);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    ASSERT_TRUE(std::isfinite(got[k]));
+    got[k] -= w0[k];
+  }
+  EXPECT_TRUE(close(got, dw, 1e-4, 1e-7));
+}
+
+TEST(OtherNoisers, EggrollBaselineKeepsTwoUnperturbedMembersPerGroup) {
+  auto backend = make_backend(BackendKind::cpu);
+  EsConfig es = es_config("eggroll_baseline", 16, 2, 0.1);
+  es.group_size = 8;
+  auto s = make_strategy({{"w", {4, 5}}, {"b", {4}}}, es, sgd(1.0), 61, *backend);
+  const std::vector<double> w0 = to_double(s->params().at("w").value), b0 = to_double(s->params().at("b").value);
+  for (std::int64_t i = 0; i < 16; ++i) {
+    const bool baseline = i % 8 < 2;
+    EXPECT_EQ(s->member_factors(i, "w").coef == 0.0, baseline) << "member " << i;
+    EXPECT_EQ(to_double(s->member_tensor(i, "w")) == w0, baseline) << "member " << i;
+    EXPECT_EQ(to_double(s->member_tensor(i, "b")) == b0, baseline) << "member " << i;
+  }
+  const EpochUpdate u = s->tell(member_scores(16, 62));
+  EXPECT_TRUE(u.updated);
+  EXPECT_GT(u.update_norm, 0.0);
+  EXPECT_LE(u.update_norm, 1.0 + 1e-6);  // clipped to global norm 1, and lr = 1
+}
+
+TEST(OtherNoisers, NoopLeavesParametersUnchanged) {
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {4, 5}}, {"b", {4}}}, es_config("noop", 8, 1, 0.1), sgd(1.0), 71, *backend);
+  const std::vector<double> w0 = to_double(s->params().at("w").value), b0 = to_double(s->params().at("b").value);
+  for (std::int64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(to_double(s->member_tensor(i, "w")), w0);
+    EXPECT_EQ(to_double(s->member_tensor(i, "b")), b0);
+  }
+  const EpochUpdate u = s->tell(member_scores(8, 72));
+  EXPECT_FALSE(u.updated);
+  EXPECT_EQ(s->epoch(), 1);
+  EXPECT_EQ(to_double(s->params().at("w").value), w0);
+  EXPECT_EQ(to_double(s->params().at("b").value), b0);
+}
+
+// ---- (e) non-finite scores ----
+
+TEST(NonfiniteScores, ReplacedByTheWorstFiniteScoreBeforeShaping) {
+  auto backend = make_backend(BackendKind::cpu);
+  const std::int64_t population = 12;
+  std::vector<double> scores = member_scores(population, 81);
+  std::vector<double> replaced = scores;
+  const double worst = *std::min_element(scores.begin(), scores.end());
+  scores[1] = kNan;
+  scores[4] = kInf;
+  scores[9] = -kInf;
+  replaced[1] = replaced[4] = replaced[9] = worst;
+  for (const std::string shaping : {"zscore", "centered_rank"}) {
+    SCOPED_TRACE(shaping);
+    EsConfig es = es_config("eggroll", population, 2, 0.1);
+    es.shaping = shaping;
+    auto a = make_strategy({{"w", {5, 3}}, {"b", {5}}}, es, sgd(1.0), 82, *backend);
+    auto b = make_strategy({{"w", {5, 3}}, {"b", {5}}}, es, sgd(1.0), 82, *backend);
+    const std::vector<double> w0 = to_double(a->params().at("w").value);
+    const EpochUpdate ua = a->tell(scores);
+    const EpochUpdate ub = b->tell(replaced);
+    EXPECT_EQ(ua.n_nonfinite, 3);
+    EXPECT_EQ(ub.n_nonfinite, 0);
+    EXPECT_TRUE(ua.updated);
+    EXPECT_NE(to_double(a->params().at("w").value), w0);
+    // Bit-identical to the run that was told the worst finite score in their place.
+    EXPECT_EQ(to_double(a->params().at("w").value), to_double(b->params().at("w").value));
+    EXPECT_EQ(to_double(a->params().at("b").value), to_double(b->params().at("b").value));
+    // Score statistics are of the finite raw scores.
+    double sum = 0;
+    for (double v : scores)
+      if (std::isfinite(v)) sum += v;
+    EXPECT_NEAR(ua.score_mean, sum / 9.0, 1e-12);
+  }
+}
+
+TEST(NonfiniteScores, AllNonFiniteMakesNoUpdate) {
+  auto backend = make_backend(BackendKind::cpu);
+  auto s = make_strategy({{"w", {5, 3}}, {"b", {5}}}, es_config("eggroll", 6, 2, 0.1), sgd(1.0), 91, *backend);
+  const std::vector<double> w0 = to_double(s->params().at("w").value), b0 = to_double(s->params().at("b").value);
+  const EpochUpdate u = s->tell({kNan, kInf, -kInf, kNan, kNan, kNan});
+  EXPECT_FALSE(u.updated);
+  EXPECT_EQ(u.n_nonfinite, 6);
+  EXPECT_EQ(u.update_norm, 0.0);
+  EXPECT_EQ(s->epoch(), 1);  // the epoch is used up; its noise is not reused
+  EXPECT_EQ(to_double(s->params().at("w").value), w0);
+  EXPECT_EQ(to_double(s->params().at("b").value), b0);
+  // The next epoch with finite scores updates again.
+  const EpochUpdate v = s->tell(member_scores(6, 92));
+  EXPECT_TRUE(v.updated);
+  EXPECT_EQ(v.n_nonfinite, 0);
+  EXPECT_NE(to_double(s->params().at("w").value), w0);
+}
+
+}  // namespace
+}  // namespace eggroll
