@@ -176,3 +176,30 @@ TEST(Cli, CheckpointOfAnotherModelIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, PlotWritesAPng) {
+  TempDir tmp;
+  const fs::path run = tmp.path() / "run";
+  ASSERT_EQ(run_cli("train " + kSmall + "--set run.epochs=10 --run-dir " + run.string()).exit_code, 0);
+  auto r = run_cli("plot " + run.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string png = slurp(run / "learning_curve.png");
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  r = run_cli("plot " + tmp.path().string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("metrics.jsonl"));
+}
+
+TEST(Cli, ProgressFallsBackToPlainLinesWithoutATerminal) {
+  TempDir tmp;
+  auto r = run_cli("train " + kSmall + "--set run.epochs=10 --run-dir " + (tmp.path() / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos);
+  EXPECT_THAT(r.output, HasSubstr("epoch 10/10 | loss "));
+  EXPECT_THAT(r.output, HasSubstr("members/s | ETA "));
+}
+
+}  // namespace

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <limits>
 
+#include <unistd.h>
+
 #include "commands.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/io/metrics.hpp"
@@ -35,7 +37,7 @@ double number(const nlohmann::json& r, const std::string& k) {
 
 }  // namespace
 
-int plot(const std::string& run_dir, const std::string& out_arg) {
+int plot(const std::string& run_dir, const std::string& out_arg, const std::string& json) {
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   check(fs::exists(metrics), "plot: '", metrics.string(), "' not found: is '", run_dir, "' a run folder?");
   auto records = read_metrics(metrics.string());
@@ -73,6 +75,7 @@ int plot(const std::string& run_dir, const std::string& out_arg) {
   fs::remove(data);
   check(status == 0, "plot: gnuplot failed (exit status ", status, ")");
   std::printf("%s\n", out.c_str());
+  if (!json.empty()) write_json(json, {{"png", out}, {"main_figure", main}, {"records", records.size()}});
   return 0;
 }
 

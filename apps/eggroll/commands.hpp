@@ -24,7 +24,7 @@ struct EvalArgs {
 };
 int eval(const EvalArgs& args);
 
-int plot(const std::string& run_dir, const std::string& out);
+int plot(const std::string& run_dir, const std::string& out, const std::string& json);
 int info(const std::string& json);
 
 // The built-in default job: a regression demo that visibly learns within a minute.

@@ -26,10 +26,11 @@ int main(int argc, char** argv) {
   e->add_option("target", eval_args.target, "Run folder or checkpoint file")->required();
   e->add_option("--json", eval_args.json, "Write the figures as JSON to FILE (- for standard output)");
 
-  std::string plot_dir, plot_out;
+  std::string plot_dir, plot_out, plot_json;
   auto* p = app.add_subcommand("plot", "Draw the learning curve of a run as a PNG (needs gnuplot)");
   p->add_option("run_dir", plot_dir, "Run folder")->required();
   p->add_option("--out", plot_out, "PNG file (default RUN_DIR/learning_curve.png)");
+  p->add_option("--json", plot_json, "Write {\"png\": path} to FILE (- for standard output)");
 
   std::string info_json;
   auto* i = app.add_subcommand("info", "Version, backends, SIMD level, threads, GPUs");
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   try {
     if (t->parsed()) return train(train_args);
     if (e->parsed()) return eval(eval_args);
-    if (p->parsed()) return plot(plot_dir, plot_out);
+    if (p->parsed()) return plot(plot_dir, plot_out, plot_json);
     if (i->parsed()) return info(info_json);
   } catch (const eggroll::Error& err) {
     std::fprintf(stderr, "eggroll: error: %s\n", err.what());

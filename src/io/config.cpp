@@ -285,15 +285,16 @@ void check_top_level(const Context& ctx, const toml::table& doc) {
     if (known && node.is_table()) continue;
     std::string what;
     if (known) {
-      what = name + " must be a table: write a [" + name + "] header followed by key = value lines";
+      what = name + " must be a table: write a [" + name + "] header followed by key = value lines;";
     } else if (node.is_table()) {
       auto s = closest(name, section_names());
       what = "unknown section [" + name + "]" + (s ? "; did you mean [" + *s + "]?" : ";");
     } else {
-      what = "keys must be inside a section";
+      std::string hint = ";";
       for (const SectionDef& s : typed_sections())
         for (const Entry& e : s.entries)
-          if (e.field.key == name) what += "; did you mean " + s.name + "." + name + "?";
+          if (e.field.key == name) hint = "; did you mean " + s.name + "." + name + "?";
+      what = "keys must be inside a section" + hint;
     }
     throw_error(ctx.source, ": ", name, " = ", format_node(node), ": ", what,
                 " allowed sections: ", join(section_names()));
