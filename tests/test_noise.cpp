@@ -268,6 +268,21 @@ TEST(NoiseTable, DeterministicForASeedAndFilledFromTheGenerator) {
   EXPECT_TRUE(std::equal(head.begin(), head.end(), a.data()));
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), a.data() + a.size() - 100));
   EXPECT_THROW(NoiseTable(5, 9), Error);
+  EXPECT_THROW(NoiseTable(5, 31), Error);
+}
+
+// Tables smaller than one fill chunk (2^16 values) are filled too: every allowed size holds the
+// stream's first values.
+TEST(NoiseTable, SmallTablesAreFilled) {
+  const NoiseStream s = noise_stream(5, param_id("noise_table"), 0, 0, NoiseTag::table);
+  for (int log2 : {10, 12, 15, 16, 17}) {
+    SCOPED_TRACE(log2);
+    const NoiseTable t(5, log2);
+    ASSERT_EQ(t.size(), std::uint64_t{1} << log2);
+    std::vector<float> want(t.size());
+    fill_normal(s, 0, want.size(), want.data());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), t.data()));
+  }
 }
 
 TEST(NoiseTable, OffsetsInRangeAndSlicesFit) {

@@ -11,8 +11,6 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
       begin_(begin), end_(end) {
   check(0 <= begin && begin <= end && end <= noiser.population(), "population view [", begin, ", ", end,
         ") is outside the population of ", noiser.population(), " members");
-  check(begin == end || noiser.pair_of(begin) * (noiser.antithetic() ? 2 : 1) == begin,
-        "population view starts at member ", begin, ", inside an antithetic pair: views must start at an even member");
   pair_begin_ = begin == end ? 0 : noiser.pair_of(begin);
   pair_end_ = begin == end ? 0 : noiser.pair_of(end - 1) + 1;
 }

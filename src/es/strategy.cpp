@@ -13,6 +13,7 @@ Strategy::Strategy(ParamStore& params, const EsConfig& es, const OptimConfig& op
   if (shaping_ == Shaping::group_zscore)
     check(es.group_size >= 2 && es.population % es.group_size == 0, "es.shaping = \"group_zscore\" needs ",
           "es.group_size dividing es.population, got group_size ", es.group_size, " and population ", es.population);
+  noiser_->shape(std::vector<double>(static_cast<std::size_t>(es.population), 0.0), shaping_, es.group_size);
   if (shaping_ == Shaping::antithetic_sign)
     check(es.antithetic, "es.shaping = \"antithetic_sign\" needs es.antithetic = true");
   if (es.freeze_nonmatrix) params.freeze_nonmatrix();

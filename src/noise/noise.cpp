@@ -1,6 +1,8 @@
 // Key derivation, the normal quantile table and stream filling (see noise.hpp for the layout).
 #include "eggroll/noise/noise.hpp"
 
+#include <algorithm>
+
 #include "eggroll/core/error.hpp"
 
 namespace eggroll {
@@ -68,10 +70,12 @@ NoiseTable::NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
   check(log2_size >= 10 && log2_size <= 30, "es.table_log2_size = ", log2_size, ": expected 10..30");
   values_.resize(std::size_t{1} << log2_size);
   const NoiseStream stream = noise_stream(seed, param_id("noise_table"), 0, 0, NoiseTag::table);
-  const std::int64_t n_chunks = static_cast<std::int64_t>(values_.size() >> 16);
+  // Chunks of 2^16 values (the whole table when it is smaller; sizes are powers of two).
+  const std::int64_t chunk = std::min<std::int64_t>(static_cast<std::int64_t>(values_.size()), std::int64_t{1} << 16);
+  const std::int64_t n_chunks = static_cast<std::int64_t>(values_.size()) / chunk;
 #pragma omp parallel for schedule(static)
   for (std::int64_t c = 0; c < n_chunks; ++c)
-    fill_normal(stream, static_cast<std::uint64_t>(c) << 16, 1u << 16, values_.data() + (c << 16));
+    fill_normal(stream, static_cast<std::uint64_t>(c * chunk), static_cast<std::uint64_t>(chunk), values_.data() + c * chunk);
 }
 
 }  // namespace eggroll

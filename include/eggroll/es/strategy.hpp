@@ -59,8 +59,7 @@ class Strategy {
   double sigma() const;  // this epoch's
   double lr() const;
 
-  // Members [begin, end) of the current epoch (end < 0: the whole population). begin is even
-  // with antithetic noise.
+  // Members [begin, end) of the current epoch (end < 0: the whole population).
   std::unique_ptr<PopulationView> ask(std::int64_t begin = 0, std::int64_t end = -1) const;
   // Members per view that keep the view's noise within es.memory_budget (even, >= 2).
   std::int64_t chunk_members() const;

@@ -81,26 +81,11 @@ class ReferenceBackend final : public Backend {
   }
 
   void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const float* xr = x + i * d;
-      float mean = 0.0f, var = 0.0f;
-      for (std::int64_t k = 0; k < d; ++k) mean += xr[k];
-      mean /= static_cast<float>(d);
-      for (std::int64_t k = 0; k < d; ++k) var += (xr[k] - mean) * (xr[k] - mean);
-      var /= static_cast<float>(d);
-      float inv = 1.0f / std::sqrt(var + eps);
-      for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = (xr[k] - mean) * inv;
-    }
+    for (std::int64_t i = 0; i < rows; ++i) detail::layer_norm_row(d, x + i * d, eps, y + i * d);
   }
 
   void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const float* xr = x + i * d;
-      float s = 0.0f;
-      for (std::int64_t k = 0; k < d; ++k) s += std::fabs(xr[k]);
-      float inv = 1.0f / (s / static_cast<float>(d) + eps);
-      for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = xr[k] * inv;
-    }
+    for (std::int64_t i = 0; i < rows; ++i) detail::l1_norm_row(d, x + i * d, eps, y + i * d);
   }
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
