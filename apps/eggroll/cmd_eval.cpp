@@ -29,9 +29,7 @@ int eval(const EvalArgs& args) {
   }
   auto it = ck.metadata.find("config");
   check(it != ck.metadata.end(), "checkpoint '", source, "' has no 'config' metadata: it was not written by eggroll");
-  register_model_kinds();
-  register_task_kinds();
-  Config cfg = parse_config(it->second, source + " (metadata config)");
+  Config cfg = load_run_config_text(it->second, source + " (metadata config)");
   auto backend = make_backend(BackendKind::cpu);
   Trainer trainer(cfg, *backend);
   trainer.restore(ck);

@@ -82,11 +82,15 @@ void print_start(const Trainer& t, const std::string& dir, Backend& backend) {
   auto& c = t.config();
   std::int64_t n_params = const_cast<Trainer&>(t).model().params().numel();
   std::fprintf(stderr, "eggroll: run folder %s\n", dir.c_str());
-  std::fprintf(stderr, "eggroll: task %s, model %s (%lld parameters), noiser %s rank %d, population %lld, sigma %g, "
-               "optimizer %s lr %g, %s backend\n",
+  char update[128];
+  if (c.es.noiser == "q_eggroll")
+    std::snprintf(update, sizeof update, "sigma 2^-%d, discrete update alpha %d over %lld epochs", c.es.sigma_shift,
+                  c.es.alpha, static_cast<long long>(c.es.alpha_decay_epochs));
+  else
+    std::snprintf(update, sizeof update, "sigma %g, optimizer %s lr %g", c.es.sigma, c.optim.name.c_str(), c.optim.lr);
+  std::fprintf(stderr, "eggroll: task %s, model %s (%lld parameters), noiser %s rank %d, population %lld, %s, %s backend\n",
                c.task.kind.c_str(), c.model.kind.c_str(), static_cast<long long>(n_params), c.es.noiser.c_str(),
-               c.es.rank, static_cast<long long>(c.es.population), c.es.sigma, c.optim.name.c_str(), c.optim.lr,
-               backend.name().c_str());
+               c.es.rank, static_cast<long long>(c.es.population), update, backend.name().c_str());
 }
 
 }  // namespace

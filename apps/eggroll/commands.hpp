@@ -1,5 +1,6 @@
 // The eggroll subcommands and what they share.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,16 @@ struct EvalArgs {
 };
 int eval(const EvalArgs& args);
 
+struct SampleArgs {
+  std::string checkpoint;
+  std::string prompt;
+  std::int64_t bytes = 200;
+  double temperature = 1.0;
+  std::uint64_t seed = 0;
+  std::string json;
+};
+int sample(const SampleArgs& args);
+
 int plot(const std::string& run_dir, const std::string& out, const std::string& json);
 int info(const std::string& json);
 
@@ -32,6 +43,8 @@ extern const char* const kDefaultConfig;
 
 // Registers the model and task kinds, then loads (or, for "", parses the default) config.
 Config load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// Parses a config text (a checkpoint's metadata) with the built-in kinds registered.
+Config load_run_config_text(const std::string& text, const std::string& source);
 // Writes JSON to path ("-" = standard output).
 void write_json(const std::string& path, const nlohmann::json& j);
 

@@ -42,6 +42,12 @@ Config load_run_config(const std::string& path, const std::vector<std::string>& 
   return load_config(path, overrides);
 }
 
+Config load_run_config_text(const std::string& text, const std::string& source) {
+  register_model_kinds();
+  register_task_kinds();
+  return parse_config(text, source);
+}
+
 void write_json(const std::string& path, const nlohmann::json& j) {
   const std::string text = j.dump(2) + "\n";
   if (path == "-") {

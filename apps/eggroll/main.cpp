@@ -26,6 +26,16 @@ int main(int argc, char** argv) {
   e->add_option("target", eval_args.target, "Run folder or checkpoint file")->required();
   e->add_option("--json", eval_args.json, "Write the figures as JSON to FILE (- for standard output)");
 
+  SampleArgs sample_args;
+  auto* s = app.add_subcommand("sample", "Generate text from a language-model checkpoint");
+  s->add_option("checkpoint", sample_args.checkpoint, "Checkpoint file (.safetensors)")->required();
+  s->add_option("--prompt", sample_args.prompt, "Text the model reads first");
+  s->add_option("--bytes", sample_args.bytes, "Bytes to generate (default 200)")->check(CLI::Range(0, 1 << 24));
+  s->add_option("--temperature", sample_args.temperature, "Sampling temperature (0 = most likely byte; default 1)")
+      ->check(CLI::Range(0.0, 100.0));
+  s->add_option("--seed", sample_args.seed, "Seed of the sampling draws");
+  s->add_option("--json", sample_args.json, "Write the text as JSON to FILE (- for standard output)");
+
   std::string plot_dir, plot_out, plot_json;
   auto* p = app.add_subcommand("plot", "Draw the learning curve of a run as a PNG (needs gnuplot)");
   p->add_option("run_dir", plot_dir, "Run folder")->required();
@@ -40,6 +50,7 @@ int main(int argc, char** argv) {
   try {
     if (t->parsed()) return train(train_args);
     if (e->parsed()) return eval(eval_args);
+    if (s->parsed()) return sample(sample_args);
     if (p->parsed()) return plot(plot_dir, plot_out, plot_json);
     if (i->parsed()) return info(info_json);
   } catch (const eggroll::Error& err) {

@@ -2,6 +2,7 @@
 #include "eggroll/backend/backend.hpp"
 
 #include "eggroll/core/error.hpp"
+#include "eggroll/quant/qmath.hpp"
 
 namespace eggroll {
 
@@ -32,6 +33,11 @@ BackendKind backend_from_name(const std::string& name) {
   if (name == "reference") return BackendKind::reference;
   if (name == "cpu") return BackendKind::cpu;
   throw_error("unknown backend '", name, "': expected reference or cpu");
+}
+
+std::int64_t qmm_divisor(std::int64_t n) {
+  check(n >= 1, "qmm_divisor: n = ", n, ", expected a matrix input width >= 1");
+  return 16 * q::isqrt(n);
 }
 
 std::unique_ptr<Backend> make_backend(BackendKind kind) {

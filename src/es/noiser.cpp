@@ -4,11 +4,14 @@
 
 #include <cmath>
 
+#include "eggroll/quant/qmath.hpp"
+
 namespace eggroll {
 
 Noiser::Noiser(const EsConfig& es, std::uint64_t seed)
     : seed_(seed), rank_(es.rank), antithetic_(es.antithetic), population_(es.population),
-      noise_reuse_(es.noise_reuse), fixed_noise_(es.fixed_noise), group_size_(es.group_size) {
+      noise_reuse_(es.noise_reuse), fixed_noise_(es.fixed_noise), group_size_(es.group_size),
+      sigma_shift_(es.sigma_shift) {
   check(es.population >= 1, "es.population = ", es.population, ": expected >= 1");
   check(es.rank >= 1, "es.rank = ", es.rank, ": expected >= 1");
   check(!es.antithetic || es.population % 2 == 0, "es.population = ", es.population,
@@ -16,7 +19,12 @@ Noiser::Noiser(const EsConfig& es, std::uint64_t seed)
   check(std::isfinite(es.sigma) && es.sigma > 0, "es.sigma = ", es.sigma, ": expected a finite value > 0");
   check(es.noise_reuse >= 1 || es.fixed_noise, "es.noise_reuse = ", es.noise_reuse,
         ": expected >= 1 (0 keeps one noise forever and needs es.fixed_noise = true)");
-  if (es.noise_source == "table") table_ = std::make_shared<NoiseTable>(seed, es.table_log2_size);
+  if (es.noise_source == "table") {
+    if (es.noiser == "q_eggroll")
+      int8_table_ = std::make_shared<Int8NoiseTable>(seed, es.table_log2_size);
+    else
+      table_ = std::make_shared<NoiseTable>(seed, es.table_log2_size);
+  }
 }
 
 std::uint64_t Noiser::noise_epoch(std::int64_t epoch) const {
@@ -123,6 +131,25 @@ void Noiser::accumulate_gradient(Backend& backend, PopulationView& view, const P
   }
   backend.lowrank_update(p.rows(), p.cols(), rank_, static_cast<std::int64_t>(w.size()), blocks.data(), w.data(),
                          grad.data<float>());
+}
+
+[[noreturn]] static void not_integer(const std::string& name) {
+  throw_error("int8 parameters need es.noiser = \"q_eggroll\", got \"", name, "\"");
+}
+void Noiser::qmatmul(ForwardContext&, const Param&, const std::int8_t*, std::int8_t*) const { not_integer(name()); }
+Tensor Noiser::qvectors(PopulationView&, const Param&) const { not_integer(name()); }
+void Noiser::qembedding(ForwardContext&, const Param&, const std::int32_t*, std::int8_t*) const { not_integer(name()); }
+
+const std::int8_t* Noiser::qfactor_block(PopulationView& view, const Param& p, std::int64_t pair) const {
+  return view.int8s(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
+}
+
+const std::int8_t* Noiser::qvector_noise(PopulationView& view, const Param& p, std::int64_t pair) const {
+  return view.int8s(p, pair, NoiseTag::factors, 2 * p.value.numel());
+}
+
+int Noiser::qshift(const Param& p) const {
+  return q::kFixedPoint + sigma_shift_ + (p.low_rank() ? q::rank_shift(rank_) : 0);
 }
 
 std::int64_t Noiser::bytes_per_pair(const ParamStore& params) const {

@@ -228,6 +228,8 @@ class Noop final : public Noiser {
 
 }  // namespace
 
+std::unique_ptr<Noiser> make_q_eggroll(const EsConfig& es, std::uint64_t seed);
+
 std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed) {
   if (es.noiser == "eggroll") return std::make_unique<Eggroll>(es, seed);
   if (es.noiser == "eggroll_sign") return std::make_unique<EggrollSign>(es, seed);
@@ -235,10 +237,8 @@ std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed) {
   if (es.noiser == "open_es") return std::make_unique<OpenEs>(es, seed);
   if (es.noiser == "sparse") return std::make_unique<Sparse>(es, seed);
   if (es.noiser == "noop") return std::make_unique<Noop>(es, seed);
-  if (es.noiser == "q_eggroll")
-    throw_error("es.noiser = \"q_eggroll\" (integer training) is not available yet: use eggroll, open_es, ",
-                "eggroll_sign, eggroll_baseline, sparse or noop");
-  throw_error("es.noiser = \"", es.noiser, "\": expected eggroll, open_es, eggroll_sign, eggroll_baseline, sparse or noop");
+  if (es.noiser == "q_eggroll") return make_q_eggroll(es, seed);
+  throw_error("es.noiser = \"", es.noiser, "\": expected eggroll, open_es, eggroll_sign, eggroll_baseline, sparse, noop or q_eggroll");
 }
 
 }  // namespace eggroll

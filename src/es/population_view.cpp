@@ -51,10 +51,33 @@ const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, Noi
   return values.data() + (pair - pair_begin_) * len;
 }
 
+const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
+        ", ", pair_end_, ")");
+  if (tag == NoiseTag::factors && noiser_->int8_table())
+    return noiser_->int8_table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair),
+                                        static_cast<std::uint64_t>(len));
+  auto& values = int8s_[Key{p.id, tag}];
+  const std::int64_t n_pairs = pair_end_ - pair_begin_;
+  if (values.empty()) {
+    values.resize(static_cast<std::size_t>(n_pairs * len));
+    const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t k = 0; k < n_pairs; ++k) {
+      NoiseStream s = noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair_begin_ + k), tag);
+      fill_int8(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
+    }
+  }
+  check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "int8 noise of parameter '", p.name,
+        "' requested with two lengths in one view");
+  return values.data() + (pair - pair_begin_) * len;
+}
+
 std::int64_t PopulationView::cached_bytes() const {
   std::int64_t n = 0;
   for (auto& [k, v] : normals_) n += static_cast<std::int64_t>(v.size() * sizeof(float));
   for (auto& [k, v] : bits_) n += static_cast<std::int64_t>(v.size() * sizeof(std::uint32_t));
+  for (auto& [k, v] : int8s_) n += static_cast<std::int64_t>(v.size());
   return n;
 }
 

@@ -9,7 +9,8 @@ namespace eggroll {
 Strategy::Strategy(ParamStore& params, const EsConfig& es, const OptimConfig& optim, std::uint64_t seed,
                    std::int64_t total_epochs, Backend& backend)
     : params_(&params), es_(es), optim_(optim), backend_(&backend), noiser_(make_noiser(es, seed)),
-      optimizer_(make_optimizer(optim)), shaping_(shaping_from_name(es.shaping)) {
+      shaping_(shaping_from_name(es.shaping)) {
+  if (!noiser_->integer()) optimizer_ = make_optimizer(optim);  // the integer update keeps no state
   if (shaping_ == Shaping::group_zscore)
     check(es.group_size >= 2 && es.population % es.group_size == 0, "es.shaping = \"group_zscore\" needs ",
           "es.group_size dividing es.population, got group_size ", es.group_size, " and population ", es.population);
@@ -124,14 +125,15 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
     return u;
   }
   const std::vector<double> fitness = noiser_->shape(s, shaping_, es_.group_size);
+  if (noiser_->integer()) {
+    tell_integer(fitness, full_view, u);
+    ++epoch_;
+    return u;
+  }
 
-  std::vector<Param*> live;
+  std::vector<Param*> live = live_params();
   std::vector<Tensor> grads;
-  for (Param& p : params_->all())
-    if (p.perturbed()) {
-      live.push_back(&p);
-      grads.emplace_back(DType::f32, p.value.shape());
-    }
+  for (Param* p : live) grads.emplace_back(DType::f32, p->value.shape());
   const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
                      full_view->epoch() == epoch_;
   const std::int64_t chunk = reuse ? es_.population : chunk_members();
@@ -159,9 +161,17 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
   return u;
 }
 
+std::vector<Param*> Strategy::live_params() {
+  std::vector<Param*> live;
+  for (Param& p : params_->all())
+    if (p.perturbed()) live.push_back(&p);
+  return live;
+}
+
 std::map<std::string, Tensor> Strategy::state() const {
   std::map<std::string, Tensor> out;
-  for (auto& [k, v] : optimizer_->state()) out.emplace("opt/" + k, v);
+  if (optimizer_)
+    for (auto& [k, v] : optimizer_->state()) out.emplace("opt/" + k, v);
   Tensor e(DType::i32, {1});
   e.data<std::int32_t>()[0] = static_cast<std::int32_t>(epoch_);
   out.emplace("strategy/epoch", std::move(e));
@@ -172,7 +182,7 @@ void Strategy::load_state(const std::map<std::string, Tensor>& state) {
   std::map<std::string, Tensor> opt;
   for (auto& [k, v] : state)
     if (k.rfind("opt/", 0) == 0) opt.emplace(k.substr(4), v);
-  optimizer_->load_state(opt);
+  if (optimizer_) optimizer_->load_state(opt);
   auto it = state.find("strategy/epoch");
   check(it != state.end() && it->second.dtype() == DType::i32 && it->second.numel() == 1,
         "checkpoint lacks 'strategy/epoch' (an i32 tensor of one value)");

@@ -24,7 +24,8 @@ void apply_vector(ForwardContext& ctx, const Param& v, Tensor& y, Op op) {
     op(MemberRows{1, y.dim(0)}, v.value.data<float>(), 0);
     return;
   }
-  Tensor per_member = ctx.view->noiser().vectors(*ctx.view, v);
+  PopulationView& view = *ctx.view;
+  const Tensor& per_member = view.member_vectors(v, [&] { return view.noiser().vectors(view, v); });
   op(ctx.batch(), per_member.data<float>(), d);
 }
 

@@ -1,6 +1,7 @@
 // The built-in models (mlp, matrix), their config schemas and the factory.
 #include <cmath>
 
+#include "eggroll/model/egg.hpp"
 #include "eggroll/model/model.hpp"
 #include "eggroll/noise/noise.hpp"
 
@@ -66,6 +67,11 @@ void register_model_kinds() {
         {"bias", true, "add a bias to every linear layer", {}, {}, {}},
         {"init_scale", 1.0, "weights ~ N(0, init_scale^2 / fan_in)", 0.0, 100.0, {}},
     }});
+    register_kind_schema({"model", "egg", {
+        {"width", std::int64_t{256}, "model width d", 1.0, 4096.0, {}},
+        {"layers", std::int64_t{6}, "blocks (GRU + MLP)", 1.0, 64.0, {}},
+        {"mlp_ratio", std::int64_t{4}, "MLP hidden width / d", 1.0, 16.0, {}},
+    }});
     register_kind_schema({"model", "matrix", {
         {"init_std", 1.0, "initial entries ~ N(0, init_std^2)", 0.0, 1e6, {}},
     }});
@@ -88,8 +94,11 @@ std::unique_ptr<Model> make_model(const KindTable& model, std::int64_t input_dim
     spec.init_scale = model.get_double("init_scale");
     return std::make_unique<Mlp>(spec, seed);
   }
+  if (model.kind == "egg")
+    return std::make_unique<EggModel>(EggSpec{model.get_int("width"), model.get_int("layers"), model.get_int("mlp_ratio")},
+                                      seed);
   if (model.kind == "matrix") return std::make_unique<MatrixModel>(output_dim, input_dim, model.get_double("init_std"), seed);
-  throw_error("model.kind = \"", model.kind, "\": expected mlp or matrix");
+  throw_error("model.kind = \"", model.kind, "\": expected mlp, matrix or egg");
 }
 
 }  // namespace eggroll

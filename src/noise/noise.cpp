@@ -66,16 +66,47 @@ std::uint64_t table_offset(std::uint64_t seed, std::uint64_t param, std::uint64_
 
 namespace eggroll {
 
-NoiseTable::NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
+// Fills a table of 2^log2_size values of the stream (seed, "noise_table") in parallel chunks.
+template <typename T, typename Fill>
+static void fill_table(std::uint64_t seed, int log2_size, std::vector<T>& values, Fill fill) {
   check(log2_size >= 10 && log2_size <= 30, "es.table_log2_size = ", log2_size, ": expected 10..30");
-  values_.resize(std::size_t{1} << log2_size);
+  values.resize(std::size_t{1} << log2_size);
   const NoiseStream stream = noise_stream(seed, param_id("noise_table"), 0, 0, NoiseTag::table);
   // Chunks of 2^16 values (the whole table when it is smaller; sizes are powers of two).
-  const std::int64_t chunk = std::min<std::int64_t>(static_cast<std::int64_t>(values_.size()), std::int64_t{1} << 16);
-  const std::int64_t n_chunks = static_cast<std::int64_t>(values_.size()) / chunk;
+  const std::int64_t chunk = std::min<std::int64_t>(static_cast<std::int64_t>(values.size()), std::int64_t{1} << 16);
+  const std::int64_t n_chunks = static_cast<std::int64_t>(values.size()) / chunk;
 #pragma omp parallel for schedule(static)
   for (std::int64_t c = 0; c < n_chunks; ++c)
-    fill_normal(stream, static_cast<std::uint64_t>(c * chunk), static_cast<std::uint64_t>(chunk), values_.data() + c * chunk);
+    fill(stream, static_cast<std::uint64_t>(c * chunk), static_cast<std::uint64_t>(chunk), values.data() + c * chunk);
+}
+
+NoiseTable::NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
+  fill_table(seed, log2_size, values_, fill_normal);
+}
+
+Int8NoiseTable::Int8NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
+  fill_table(seed, log2_size, values_, fill_int8);
+}
+
+const std::int8_t kInt8NormalTable[kNormalTableSize] = {
+#include "int8_normal_table.inc"
+};
+
+void fill_int8(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
+  std::uint64_t e = first, end = first + count;
+  while (e < end) {
+    PhiloxCounter w = block(stream, e / 8);
+    for (std::uint64_t j = e % 8; j < 8 && e < end; ++j, ++e) {
+      std::uint32_t word = w[j / 2];
+      *out++ = int8_from_bits((j & 1) ? (word >> 16) : (word & 0xFFFFu));
+    }
+  }
+}
+
+double int8_noise_variance() {
+  std::int64_t sum = 0;
+  for (std::int8_t q : kInt8NormalTable) sum += std::int64_t{q} * q;
+  return static_cast<double>(sum) / kNormalTableSize;
 }
 
 }  // namespace eggroll

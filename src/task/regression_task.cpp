@@ -141,31 +141,4 @@ std::unique_ptr<Task> make_regression_task(const KindTable& cfg, std::uint64_t s
   return std::make_unique<RegressionTask>(cfg, seed);
 }
 
-void register_task_kinds() {
-  static const bool done = [] {
-    for (const char* kind : {"sphere", "rastrigin"})
-      register_kind_schema({"task", kind, {
-          {"dim", std::int64_t{64}, "dimension of the solution", 1.0, 1e8, {}},
-          {"rows", std::int64_t{0}, "rows of the solution matrix (0 = the largest divisor of dim <= sqrt(dim))", 0.0, 1e8, {}},
-          {"shift", 0.0, "location of the optimum in every coordinate", -1e6, 1e6, {}},
-      }});
-    register_kind_schema({"task", "regression", {
-        {"input_dim", std::int64_t{4}, "input features", 1.0, 1e6, {}},
-        {"output_dim", std::int64_t{1}, "outputs", 1.0, 1e6, {}},
-        {"n_train", std::int64_t{4096}, "training samples", 1.0, 1e8, {}},
-        {"n_val", std::int64_t{1024}, "validation samples", 1.0, 1e8, {}},
-        {"batch_size", std::int64_t{64}, "samples per epoch, shared by every member", 1.0, 1e6, {}},
-        {"frequency", 1.5, "std of the target's frequencies a", 0.0, 100.0, {}},
-    }});
-    return true;
-  }();
-  (void)done;
-}
-
-std::unique_ptr<Task> make_task(const KindTable& task, std::uint64_t seed) {
-  if (task.kind == "sphere" || task.kind == "rastrigin") return make_function_task(task);
-  if (task.kind == "regression") return make_regression_task(task, seed);
-  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin or regression");
-}
-
 }  // namespace eggroll

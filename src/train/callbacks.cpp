@@ -19,12 +19,20 @@ nlohmann::json epoch_record_json(const EpochRecord& r) {
   j["score_max"] = num(r.update.score_max);
   j["n_nonfinite"] = r.update.n_nonfinite;
   j[r.main_figure] = num(r.main_value);
-  j["lr"] = r.update.lr;
-  j["sigma"] = r.update.sigma;
-  j["update_norm"] = r.update.update_norm;
-  j["grad_norm"] = num(r.update.grad_norm);
+  if (r.update.integer) {
+    j["alpha"] = r.update.alpha;
+    j["threshold"] = r.update.threshold;
+    j["frac_moved"] = r.update.frac_moved;
+    j["pairs_decided"] = r.update.n_pairs_decided;
+  } else {
+    j["lr"] = r.update.lr;
+    j["sigma"] = r.update.sigma;
+    j["update_norm"] = r.update.update_norm;
+    j["grad_norm"] = num(r.update.grad_norm);
+  }
   j["updated"] = r.update.updated;
   for (auto& [k, v] : r.eval) j[k] = num(v);
+  for (auto& [k, v] : r.extra) j[k] = num(v);
   return j;
 }
 

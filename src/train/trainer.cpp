@@ -28,6 +28,7 @@ Trainer::Trainer(const Config& config, std::unique_ptr<Model> model, std::unique
         model_->kind(), " maps ", model_->input_dim(), " -> ", model_->output_dim(), " features but task ",
         task_->kind(), " needs ", task_->input_dim(), " -> ", task_->output_dim());
   backend.set_threads(config.run.threads);
+  task_->set_population(config.es.population, config.es.group_size);
   strategy_ = std::make_unique<Strategy>(model_->params(), config.es, config.optim, config.run.seed,
                                          config.run.epochs, backend);
   start_ = std::chrono::steady_clock::now();
@@ -57,6 +58,7 @@ EpochRecord Trainer::train_epoch() {
   r.wall_s = std::chrono::duration<double>(t1 - start_).count();
   r.members_per_s = r.epoch_s > 0 ? static_cast<double>(n) / r.epoch_s : 0.0;
   r.main_figure = task_->main_figure();
+  r.extra = task_->epoch_figures();
   r.main_value = task_->figure_from_score(r.update.score_mean);
   if (r.update.n_nonfinite == n) {
     bad_epochs_ += 1;

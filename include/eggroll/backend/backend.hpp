@@ -30,6 +30,16 @@ struct LowRankFactors {
   const float* coef = nullptr;           // (n_members)
 };
 
+// Per-member low-rank int8 perturbation of one matrix (ALGORITHM.md 2.3): member j adds
+// sign[j] * floor(((x B_j) A_j^T) / 2^shift) to its int32 accumulator; sign 0 (or a null block)
+// means unperturbed. Blocks use the same layout as the float ones: B (n, r), then A (m, r).
+struct QFactors {
+  std::int64_t m = 0, n = 0, rank = 1;
+  const std::int8_t* const* blocks = nullptr;  // (n_members) pointers to r (n + m) int8 values
+  const std::int8_t* sign = nullptr;           // (n_members) +1, -1 or 0
+  int shift = 0;                               // S = 4 + sigma_shift + k_r
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,7 +71,37 @@ class Backend {
   // with W (vocab, d) and factors for an (m = vocab, n = d) matrix.
   virtual void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                          const float* w, const LowRankFactors& f, float* y) = 0;
+
+  // ---- int8 (ALGORITHM.md section 2): every division floors, clip() is to [-127, 127] ----
+
+  // The scaled integer matmul MM of 2.1 with the perturbation of 2.3 (f.blocks may be null):
+  // y (rows, m) = clip(floor(acc / D_n)), acc = x W^T (+ perturbation), D_n = 16 isqrt(n).
+  virtual void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x,
+                   const std::int8_t* w, const QFactors& f, std::int8_t* y) = 0;
+  // Embedding rows: y[row] = clip(W[t] + sign_j floor((A_j[t] B_j^T) / 2^shift)), t = tokens[row].
+  virtual void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                          const std::int8_t* w, const QFactors& f, std::int8_t* y) = 0;
+  // L1 norm of 2.4: mav = max(floor(sum |x| / d), 1), y = clip(floor(x * w / mav)), w per member
+  // (row stride w_stride, 0 = shared).
+  virtual void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w,
+                        std::int64_t w_stride, std::int8_t* y) = 0;
+  // y = clip(a + b + v[member]) elementwise over (rows, d); b and v may be null.
+  virtual void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b,
+                    const std::int8_t* v, std::int64_t v_stride, std::int8_t* y) = 0;
+  // GRU pieces of 2.4 over n values: g = floor((f + 127) h / 256);
+  // h' = clip(h + floor((f + 127) (hh - h) / 256)).
+  virtual void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) = 0;
+  virtual void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) = 0;
+  // Per-row log-likelihood of 2.5 in 1/16 bit: ll[row] = (logits[row][t] + 128) - LOG2(sum_u EXP2[l_u + 128]).
+  virtual void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) = 0;
+  // The discrete update's accumulator of 2.6 for one matrix: z (m, n) = sum_k d[k] A_k B_k^T over
+  // k in [0, n_pairs) (int64, exact), blocks in the layout above.
+  virtual void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                                  const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) = 0;
 };
+
+// D_n of 2.1: 16 * floor(sqrt(n)).
+std::int64_t qmm_divisor(std::int64_t n);
 
 enum class BackendKind { reference, cpu };
 std::unique_ptr<Backend> make_backend(BackendKind kind);

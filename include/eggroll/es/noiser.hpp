@@ -43,7 +43,17 @@ class PopulationView {
   // Call from one thread; the pointer stays valid for the view's lifetime.
   const float* normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   const std::uint32_t* bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
+  // The int8 noise of ALGORITHM.md 2.2, from the int8 noise table or generated once per view.
+  const std::int8_t* int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   std::int64_t cached_bytes() const;
+  // The members' perturbed copies of a vector parameter, made by make() on first use and kept for
+  // the view's lifetime (parameters do not change within an epoch).
+  template <typename Make>
+  const Tensor& member_vectors(const Param& p, Make make) {
+    auto it = vectors_.find(p.id);
+    if (it == vectors_.end()) it = vectors_.emplace(p.id, make()).first;
+    return it->second;
+  }
 
  private:
   struct Key {
@@ -58,6 +68,8 @@ class PopulationView {
   std::int64_t begin_, end_, pair_begin_, pair_end_;
   std::map<Key, std::vector<float>> normals_;
   std::map<Key, std::vector<std::uint32_t>> bits_;
+  std::map<Key, std::vector<std::int8_t>> int8s_;
+  std::map<std::uint64_t, Tensor> vectors_;
 };
 
 // What a forward pass needs: the backend, and the members (null view = the unperturbed model,
@@ -86,6 +98,9 @@ class Noiser {
   float sign_of(std::int64_t member) const { return antithetic_ && (member & 1) ? -1.0f : 1.0f; }
   std::uint64_t noise_epoch(std::int64_t epoch) const;
   const NoiseTable* table() const { return table_.get(); }
+  const Int8NoiseTable* int8_table() const { return int8_table_.get(); }
+  // Integer noisers (q_eggroll) perturb int8 parameters and update them by the discrete z-test.
+  virtual bool integer() const { return false; }
 
   // Does member i carry noise? (eggroll_baseline keeps two baselines per group unperturbed.)
   virtual bool perturbs(std::int64_t member) const { return true; }
@@ -106,6 +121,19 @@ class Noiser {
   // as one view over the whole population.
   virtual void accumulate_gradient(Backend& backend, PopulationView& view, const Param& p,
                                    const std::vector<double>& fitness, Tensor& grad) const;
+  // ---- int8 (integer noisers; the float noisers throw) ----
+  // y (rows, m) = MM(x, W_i) of ALGORITHM.md 2.1 / 2.3 for the members of ctx.view.
+  virtual void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y) const;
+  // (n_members, numel) perturbed int8 vectors: clip(v + s_i floor(e1 e2 / 2^(4 + sigma_shift))).
+  virtual Tensor qvectors(PopulationView& view, const Param& v) const;
+  virtual void qembedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, std::int8_t* y) const;
+  // A pair's int8 factor block (B (n, r) then A (m, r)), and a vector's e1 then e2 (2 numel).
+  const std::int8_t* qfactor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
+  const std::int8_t* qvector_noise(PopulationView& view, const Param& p, std::int64_t pair) const;
+  // The shift S of 2.3: 4 + sigma_shift + k_r for matrices, 4 + sigma_shift for vectors.
+  int qshift(const Param& p) const;
+  int sigma_shift() const { return sigma_shift_; }
+
   // Global-norm clip to apply to the gradient (0 = none).
   virtual double clip_norm(double configured) const { return configured; }
   // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
@@ -128,7 +156,9 @@ class Noiser {
   std::int64_t noise_reuse_;
   bool fixed_noise_;
   std::int64_t group_size_;
+  int sigma_shift_;
   std::shared_ptr<NoiseTable> table_;
+  std::shared_ptr<Int8NoiseTable> int8_table_;
 };
 
 std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed);

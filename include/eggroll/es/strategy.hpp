@@ -31,6 +31,12 @@ struct EpochUpdate {
   double lr = 0, sigma = 0;
   double grad_norm = 0;          // of the gradient before clipping
   double update_norm = 0;        // || parameters after - before ||
+  // Integer noisers (ALGORITHM.md 2.6) instead of lr, sigma and the norms:
+  bool integer = false;
+  double alpha = 0;              // alpha_t: the fraction of weights expected to move under the null
+  std::int64_t threshold = 0;    // |Z| threshold of the matrices (rank r)
+  double frac_moved = 0;         // fraction of perturbed int8 values that moved
+  std::int64_t n_pairs_decided = 0;  // pairs with d != 0 (P')
 };
 
 // A member's low-rank factors for one matrix: W_i = W + coef * A B^T.
@@ -76,6 +82,10 @@ class Strategy {
   void load_state(const std::map<std::string, Tensor>& state);
 
  private:
+  // The discrete update of integer noisers (src/es/integer_update.cpp).
+  void tell_integer(const std::vector<double>& fitness, PopulationView* full_view, EpochUpdate& u);
+  std::vector<Param*> live_params();
+
   std::unique_ptr<ParamStore> owned_;
   ParamStore* params_;
   EsConfig es_;

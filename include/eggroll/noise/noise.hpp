@@ -56,6 +56,18 @@ inline float normal_from_bits(std::uint32_t draw16) {
 // Writes elements [first, first + count) of the stream's normal values to out.
 void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);
 
+// Integer noise (ALGORITHM.md 2.2): e = clip(trunc(16 z)) of the same draws, so the int8 value of
+// a draw is sign * kInt8NormalTable[d & 4095] with kInt8NormalTable[j] = trunc(16 kNormalTable[j]).
+extern const std::int8_t kInt8NormalTable[kNormalTableSize];
+inline std::int8_t int8_from_bits(std::uint32_t draw16) {
+  const std::int8_t magnitude = kInt8NormalTable[draw16 & (kNormalTableSize - 1)];
+  return (draw16 & 0x8000u) ? static_cast<std::int8_t>(-magnitude) : magnitude;
+}
+void fill_int8(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
+// The exact mean square v of the int8 noise: sum_j kInt8NormalTable[j]^2 / 4096 (a dyadic
+// rational, exact in double), the v of the discrete update's z-test.
+double int8_noise_variance();
+
 // Writes count raw 32-bit words of the stream (word w = output w % 4 of counter block w / 4).
 void fill_bits(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
 
@@ -81,6 +93,22 @@ class NoiseTable {
  private:
   std::uint64_t seed_;
   std::vector<float> values_;
+};
+
+// The int8 noise table: the int8 transform of the same draws as NoiseTable (q_eggroll).
+class Int8NoiseTable {
+ public:
+  Int8NoiseTable(std::uint64_t seed, int log2_size);
+  const std::int8_t* data() const { return values_.data(); }
+  std::uint64_t size() const { return values_.size(); }
+  const std::int8_t* slice(std::uint64_t param, std::uint64_t epoch, std::uint64_t pair,
+                           std::uint64_t slice_len) const {
+    return data() + table_offset(seed_, param, epoch, pair, size(), slice_len);
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::vector<std::int8_t> values_;
 };
 
 }  // namespace eggroll

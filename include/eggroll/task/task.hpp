@@ -25,8 +25,12 @@ class Task {
   virtual std::string main_figure() const = 0;
   virtual double figure_from_score(double score) const { return -score; }
 
+  // Called once before training with the population size and es.group_size.
+  virtual void set_population(std::int64_t population, std::int64_t group_size) {}
   // Called once at the start of each epoch, before any member is evaluated.
   virtual void begin_epoch(std::int64_t epoch) {}
+  // Extra per-epoch figures for metrics.jsonl (e.g. diagnostics), read after the epoch.
+  virtual std::map<std::string, double> epoch_figures() { return {}; }
   // One score per member of ctx.view, in member order (ctx.rows_per_member is set by the task).
   virtual std::vector<double> evaluate(Model& model, ForwardContext& ctx) = 0;
   // Figures of the unperturbed model (e.g. {"eval_loss": ...}), printed by `eggroll eval`.

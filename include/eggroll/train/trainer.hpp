@@ -26,6 +26,7 @@ struct EpochRecord {
   std::string main_figure;           // e.g. "loss"
   double main_value = 0;             // the task's figure for the members' mean score
   std::map<std::string, double> eval;  // unperturbed evaluation figures (eval epochs only)
+  std::map<std::string, double> extra; // the task's epoch_figures (diagnostics)
 };
 
 class Trainer;

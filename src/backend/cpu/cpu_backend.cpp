@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/elementwise_math.hpp"
+#include "backend/int8_ops.hpp"
 #include "eggroll/backend/backend.hpp"
 
 namespace eggroll {
@@ -151,6 +152,30 @@ class CpuBackend final : public Backend {
         yr[k] += f.coef[j] * acc;
       }
     }
+  }
+
+  void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
+           const QFactors& f, std::int8_t* y) override { cpu_int8::qmm(batch, m, n, x, w, f, y); }
+  void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                  const std::int8_t* w, const QFactors& f, std::int8_t* y) override {
+    cpu_int8::qembedding(batch, vocab, d, tokens, w, f, y);
+  }
+  void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w,
+                std::int64_t w_stride, std::int8_t* y) override { cpu_int8::ql1_norm(batch, d, x, w, w_stride, y); }
+  void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
+            std::int64_t v_stride, std::int8_t* y) override { cpu_int8::qadd(batch, d, a, b, v, v_stride, y); }
+  void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) override {
+    cpu_int8::qgru_gate(n, f, h, g);
+  }
+  void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) override {
+    cpu_int8::qgru_update(n, f, hh, h);
+  }
+  void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) override {
+    cpu_int8::qloglik(rows, logits, targets, ll);
+  }
+  void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                          const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) override {
+    cpu_int8::qupdate_accumulate(m, n, rank, n_pairs, blocks, d, z);
   }
 
  private:

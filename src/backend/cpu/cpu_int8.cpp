@@ -1,0 +1,206 @@
+// The cpu backend's int8 ops (ALGORITHM.md section 2): the SIMD level chosen once at run time,
+// the elementwise ops (OpenMP over rows), and the scalar-level qmm and update kernels.
+#include <omp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/int8_ops.hpp"
+#include "eggroll/core/error.hpp"
+#include "eggroll/quant/qmath.hpp"
+
+namespace eggroll::cpu_int8 {
+namespace {
+
+using q::clip8;
+
+enum class Level { scalar = 0, avx2 = 1, avx512_vnni = 2 };
+constexpr const char* kLevelNames[] = {"scalar", "avx2", "avx512_vnni"};
+
+// The best level this machine runs (and this build compiled).
+Level detect_level() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
+    return Level::avx512_vnni;
+  if (__builtin_cpu_supports("avx2")) return Level::avx2;
+#endif
+  return Level::scalar;
+}
+
+const Level kBestLevel = detect_level();
+std::atomic<int> g_level{static_cast<int>(kBestLevel)};
+
+Level current_level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+
+}  // namespace
+
+const char* level() { return kLevelNames[static_cast<int>(current_level())]; }
+
+void set_level(const char* name) {
+  const std::string want = name != nullptr ? name : "";
+  for (int l = 0; l <= static_cast<int>(kBestLevel); ++l)
+    if (want == kLevelNames[l]) {
+      g_level.store(l, std::memory_order_relaxed);
+      return;
+    }
+  throw_error("cpu int8 SIMD level '", want, "' is not available: this machine runs up to '",
+              kLevelNames[static_cast<int>(kBestLevel)], "'; choose one of scalar, avx2, avx512_vnni up to that");
+}
+
+namespace detail {
+
+MemberFactors member_factors(const QFactors& f, std::int64_t member) {
+  MemberFactors mf;
+  if (f.blocks == nullptr || f.sign == nullptr || f.sign[member] == 0 || f.blocks[member] == nullptr) return mf;
+  mf.b = f.blocks[member];
+  mf.a = mf.b + f.n * f.rank;
+  mf.sign = f.sign[member] > 0 ? 1 : -1;
+  return mf;
+}
+
+void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shift, const MemberFactors& mf,
+                        const std::int8_t* x, std::int64_t* xb, std::int64_t* corr) {
+  for (std::int64_t c = 0; c < r; ++c) xb[c] = 0;
+  for (std::int64_t k = 0; k < n; ++k)
+    for (std::int64_t c = 0; c < r; ++c) xb[c] += std::int32_t{x[k]} * mf.b[k * r + c];
+  for (std::int64_t a = 0; a < m; ++a) {
+    std::int64_t p = 0;
+    for (std::int64_t c = 0; c < r; ++c) p += xb[c] * mf.a[a * r + c];
+    corr[a] = mf.sign * (p >> shift);  // arithmetic shift = floor(p / 2^shift)
+  }
+}
+
+// Per row: int32 dot products (exact for n <= 133,143), the member's correction, FloorClip.
+void qmm_scalar(const QmmArgs& g) {
+  const std::int64_t m = g.m, n = g.n, r = g.f->rank;
+#pragma omp parallel
+  {
+    std::vector<std::int64_t> corr(static_cast<std::size_t>(m)), xb(static_cast<std::size_t>(r));
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < g.batch.rows(); ++i) {
+      const std::int8_t* xi = g.x + i * n;
+      const MemberFactors mf = member_factors(*g.f, i / g.batch.rows_per_member);
+      if (mf.sign != 0) lowrank_row_scalar(m, n, r, g.f->shift, mf, xi, xb.data(), corr.data());
+      for (std::int64_t a = 0; a < m; ++a) {
+        const std::int8_t* wa = g.w + a * n;
+        std::int32_t acc = 0;
+        for (std::int64_t k = 0; k < n; ++k) acc += std::int32_t{xi[k]} * wa[k];
+        g.y[i * m + a] = g.div(mf.sign != 0 ? acc + corr[a] : acc);
+      }
+    }
+  }
+}
+
+void update_dispatch(const UpdateArgs& args) {
+  switch (current_level()) {
+#if defined(__x86_64__)
+    case Level::avx512_vnni: return update_avx512_vnni(args);
+    case Level::avx2: return update_avx2(args);
+#endif
+    default: return update_scalar(args);
+  }
+}
+
+}  // namespace detail
+
+void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
+         const QFactors& f, std::int8_t* y) {
+  check(n <= 133143, "qmm: input width n = ", n, ", expected <= 133,143 (int32 accumulation, ALGORITHM.md 2.1)");
+  if (f.blocks != nullptr)
+    check(f.m == m && f.n == n && f.rank >= 1 && f.shift >= 0 && f.shift < 63, "qmm: factors are for (", f.m, ", ",
+          f.n, ") at rank ", f.rank, " shift ", f.shift, ", expected (", m, ", ", n, ") at rank >= 1, shift 0 .. 62");
+  if (batch.rows() == 0 || m == 0) return;
+  QFactors none;
+  const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n))};
+  switch (current_level()) {
+#if defined(__x86_64__)
+    case Level::avx512_vnni: return detail::qmm_avx512_vnni(args);
+    case Level::avx2: return detail::qmm_avx2(args);
+#endif
+    default: return detail::qmm_scalar(args);
+  }
+}
+
+void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                const std::int8_t* w, const QFactors& f, std::int8_t* y) {
+  if (f.blocks != nullptr)
+    check(f.m == vocab && f.n == d && f.rank >= 1 && f.shift >= 0 && f.shift < 63, "qembedding: factors are for (",
+          f.m, ", ", f.n, ") at rank ", f.rank, ", expected (", vocab, ", ", d, ") at rank >= 1, shift 0 .. 62");
+  for (std::int64_t i = 0; i < batch.rows(); ++i)
+    check(tokens[i] >= 0 && tokens[i] < vocab, "qembedding: token ", tokens[i], " at row ", i, ", expected 0 .. ",
+          vocab - 1);
+  const std::int64_t r = f.rank;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+    const std::int64_t t = tokens[i];
+    const detail::MemberFactors mf = detail::member_factors(f, i / batch.rows_per_member);
+    const std::int8_t* wt = w + t * d;
+    std::int8_t* yi = y + i * d;
+    if (mf.sign == 0) {
+      std::memcpy(yi, wt, static_cast<std::size_t>(d));
+      continue;
+    }
+    const std::int8_t* at = mf.a + t * r;
+    for (std::int64_t k = 0; k < d; ++k) {
+      std::int32_t p = 0;  // |p| <= 128^2 r
+      for (std::int64_t c = 0; c < r; ++c) p += std::int32_t{at[c]} * mf.b[k * r + c];
+      yi[k] = static_cast<std::int8_t>(clip8(wt[k] + std::int64_t{mf.sign} * (std::int64_t{p} >> f.shift)));
+    }
+  }
+}
+
+void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
+              std::int8_t* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+    const std::int8_t* xi = x + i * d;
+    const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
+    std::int64_t sum = 0;
+    for (std::int64_t k = 0; k < d; ++k) sum += xi[k] < 0 ? -std::int32_t{xi[k]} : std::int32_t{xi[k]};
+    const std::int32_t mav = static_cast<std::int32_t>(std::max<std::int64_t>(sum / d, 1));
+    for (std::int64_t k = 0; k < d; ++k)
+      y[i * d + k] = static_cast<std::int8_t>(clip8(q::floor_div(std::int32_t{xi[k]} * wi[k], mav)));
+  }
+}
+
+void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
+          std::int64_t v_stride, std::int8_t* y) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+    const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;
+    const std::int8_t* ai = a + i * d;
+    const std::int8_t* bi = b != nullptr ? b + i * d : nullptr;
+    std::int8_t* yi = y + i * d;
+    for (std::int64_t k = 0; k < d; ++k) {
+      const std::int32_t s = ai[k] + (bi != nullptr ? bi[k] : 0) + (vi != nullptr ? vi[k] : 0);
+      yi[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
+    }
+  }
+}
+
+void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::int64_t k = 0; k < n; ++k) g[k] = static_cast<std::int8_t>(((std::int32_t{f[k]} + 127) * h[k]) >> 8);
+}
+
+void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
+    h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
+  }
+}
+
+void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) {
+  for (std::int64_t i = 0; i < rows; ++i)
+    check(targets[i] >= 0 && targets[i] < 256, "qloglik: target ", targets[i], " at row ", i, ", expected 0 .. 255");
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < rows; ++i) ll[i] = q::loglik(logits + i * 256, targets[i]);
+}
+
+}  // namespace eggroll::cpu_int8

@@ -1,0 +1,115 @@
+// The cpu backend's discrete-update accumulator (ALGORITHM.md 2.6): the pairs' factors packed
+// into int16 term pairs, then the level's kernel; plus the scalar-level kernel.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/int8_ops.hpp"
+
+namespace eggroll::cpu_int8 {
+namespace {
+
+// One rank-1 term of the sum: pair k's column c, weighted by d[k].
+struct Term {
+  std::int64_t k = 0, c = 0;
+};
+
+// The most term pairs whose int32 partial sum cannot overflow: each term is at most
+// (128 max|d|) * 128 in magnitude.
+std::int64_t chunk_pairs(std::int64_t max_d) {
+  const std::int64_t per_pair = 2 * 128 * 128 * std::max<std::int64_t>(max_d, 1);
+  return std::max<std::int64_t>(1, std::int64_t{2147483647} / per_pair);
+}
+
+// bp (n_jp, n_pad, 2): term 2 jp + e's B column, zero past n and for a missing last term.
+void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
+            const detail::UpdateArgs& g, std::int16_t* bp) {
+  const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t jp = 0; jp < g.n_jp; ++jp) {
+    std::int16_t* out = bp + jp * g.n_pad * 2;
+    std::fill(out, out + g.n_pad * 2, std::int16_t{0});
+    for (std::int64_t e = 0; e < 2; ++e) {
+      if (2 * jp + e >= n_terms) continue;
+      const Term& t = terms[static_cast<std::size_t>(2 * jp + e)];
+      const std::int8_t* bk = blocks[t.k];
+      for (std::int64_t b = 0; b < n; ++b) out[2 * b + e] = bk[b * r + t.c];
+    }
+  }
+}
+
+// coef (m, 2 n_jp): d_k A_k[a][c] for each term, zero for a missing last term.
+void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
+               const std::int8_t* d, const detail::UpdateArgs& g, std::int16_t* coef) {
+  const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t a = 0; a < g.m; ++a) {
+    std::int16_t* out = coef + a * 2 * g.n_jp;
+    for (std::int64_t j = 0; j < 2 * g.n_jp; ++j) {
+      if (j >= n_terms) {
+        out[j] = 0;
+        continue;
+      }
+      const Term& t = terms[static_cast<std::size_t>(j)];
+      out[j] = static_cast<std::int16_t>(d[t.k] * blocks[t.k][n * r + a * r + t.c]);
+    }
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+// z[a][b] += sum over term pairs of coef . Bp[jp][b], int32 within each chunk of term pairs.
+void update_scalar(const UpdateArgs& g) {
+#pragma omp parallel
+  {
+    std::vector<std::int32_t> part(static_cast<std::size_t>(g.n_pad));
+#pragma omp for schedule(static)
+    for (std::int64_t a = 0; a < g.m; ++a) {
+      const std::int16_t* ca = g.coef + a * 2 * g.n_jp;
+      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) {
+        const std::int64_t j1 = std::min(g.n_jp, j0 + g.chunk_jp);
+        std::fill(part.begin(), part.end(), 0);
+        for (std::int64_t jp = j0; jp < j1; ++jp) {
+          const std::int32_t c0 = ca[2 * jp], c1 = ca[2 * jp + 1];
+          const std::int16_t* bj = g.bp + jp * g.n_pad * 2;
+          for (std::int64_t b = 0; b < g.n_pad; ++b) part[b] += c0 * bj[2 * b] + c1 * bj[2 * b + 1];
+        }
+        for (std::int64_t b = 0; b < g.n; ++b) g.z[a * g.n + b] += part[b];
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                        const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
+  std::vector<Term> terms;
+  std::int64_t max_d = 0;
+  for (std::int64_t k = 0; k < n_pairs; ++k) {
+    if (d[k] == 0 || blocks[k] == nullptr) continue;
+    max_d = std::max<std::int64_t>(max_d, std::abs(std::int64_t{d[k]}));
+    for (std::int64_t c = 0; c < rank; ++c) terms.push_back({k, c});
+  }
+  if (terms.empty() || m == 0 || n == 0) return;
+  detail::UpdateArgs g;
+  g.m = m;
+  g.n = n;
+  g.n_pad = (n + 63) / 64 * 64;
+  g.n_jp = (static_cast<std::int64_t>(terms.size()) + 1) / 2;
+  g.chunk_jp = chunk_pairs(max_d);
+  std::vector<std::int16_t> bp(static_cast<std::size_t>(g.n_jp * g.n_pad * 2));
+  std::vector<std::int16_t> coef(static_cast<std::size_t>(m * 2 * g.n_jp));
+  pack_b(terms, n, rank, blocks, g, bp.data());
+  pack_coef(terms, n, rank, blocks, d, g, coef.data());
+  g.bp = bp.data();
+  g.coef = coef.data();
+  g.z = z;
+  detail::update_dispatch(g);
+}
+
+}  // namespace eggroll::cpu_int8

@@ -1,0 +1,113 @@
+// The int8 ops of the reference and cpu backends (ALGORITHM.md section 2) as free functions, one
+// namespace per backend; the Backend classes forward to them. Semantics: backend.hpp.
+#pragma once
+#include <cstdint>
+
+#include "eggroll/backend/backend.hpp"
+
+namespace eggroll::reference_int8 {
+  void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
+           const QFactors& f, std::int8_t* y);
+  void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                  const std::int8_t* w, const QFactors& f, std::int8_t* y);
+  void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
+                std::int8_t* y);
+  void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
+            std::int64_t v_stride, std::int8_t* y);
+  void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g);
+  void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h);
+  void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll);
+  void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                          const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+}  // namespace eggroll::reference_int8
+
+namespace eggroll::cpu_int8 {
+  void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
+           const QFactors& f, std::int8_t* y);
+  void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
+                  const std::int8_t* w, const QFactors& f, std::int8_t* y);
+  void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
+                std::int8_t* y);
+  void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
+            std::int64_t v_stride, std::int8_t* y);
+  void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g);
+  void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h);
+  void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll);
+  void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                          const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+// The SIMD level the cpu int8 kernels use ("avx512_vnni", "avx2" or "scalar"), chosen once at
+// run time; set_level forces a lower one (tests, run.simd).
+const char* level();
+void set_level(const char* level);
+}  // namespace eggroll::cpu_int8
+
+// ---- cpu internals shared by the SIMD-level files (cpu_int8*.cpp) ----
+namespace eggroll::cpu_int8 {
+
+// clip(floor(acc / d)) for a divisor 1 <= d <= 8192 (D_n for every n <= 263,168), exactly, by
+// multiply-high: acc is first clamped to [-128 d, 128 d) (which cannot change the clipped
+// result), then u = acc + 128 d in [0, 256 d) gives floor(u / d) = (u * magic) >> 34 with
+// magic = ceil(2^34 / d), exact because u (magic d - 2^34) < 256 d^2 <= 2^34.
+struct FloorClip {
+  static constexpr int kShift = 34;
+  std::int64_t d = 1;
+  std::uint64_t magic = std::uint64_t{1} << kShift;
+
+  explicit FloorClip(std::int64_t divisor) : d(divisor), magic(((std::uint64_t{1} << kShift) + divisor - 1) / divisor) {}
+  std::int8_t operator()(std::int64_t acc) const {
+    const std::int64_t lo = -128 * d, hi = 128 * d - 1;
+    const std::int64_t clamped = acc < lo ? lo : (acc > hi ? hi : acc);
+    const std::uint64_t u = static_cast<std::uint64_t>(clamped - lo);
+    const std::int64_t q = static_cast<std::int64_t>((u * magic) >> kShift) - 128;
+    return static_cast<std::int8_t>(q < -127 ? -127 : q);
+  }
+};
+
+namespace detail {
+
+// One qmm call as the level kernels receive it (shapes as in backend.hpp).
+struct QmmArgs {
+  MemberRows batch;
+  std::int64_t m = 0, n = 0;
+  const std::int8_t* x = nullptr;  // (rows, n)
+  const std::int8_t* w = nullptr;  // (m, n)
+  const QFactors* f = nullptr;
+  std::int8_t* y = nullptr;        // (rows, m)
+  FloorClip div{1};
+};
+
+// Member j's factors: B (n, r), A (m, r) and its sign, or sign 0 when unperturbed.
+struct MemberFactors {
+  const std::int8_t* b = nullptr;
+  const std::int8_t* a = nullptr;
+  int sign = 0;
+};
+MemberFactors member_factors(const QFactors& f, std::int64_t member);
+
+// corr[a] = s floor(((x B) . A[a]) / 2^shift) for one row x (n), a = 0 .. m-1; scratch holds r values.
+void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shift, const MemberFactors& mf,
+                        const std::int8_t* x, std::int64_t* scratch, std::int64_t* corr);
+
+void qmm_scalar(const QmmArgs& args);
+void qmm_avx2(const QmmArgs& args);
+void qmm_avx512_vnni(const QmmArgs& args);
+
+// The discrete update's pairs as the level kernels receive them: the j-th rank-1 term
+// (j = k r + c over the pairs with d != 0) contributes coef[j] * Bp-column j, coef[j] = d_k A_k[a][c].
+// bp: (n_jp = n_terms / 2, n_pad, 2) int16, Bp[jp][b][e] = B of term 2 jp + e at row b (zero past n
+// and for the padding term); coef: (m, 2 n_jp) int16. z (m, n) += the sum, int32 partial sums over
+// at most chunk_jp term pairs at a time.
+struct UpdateArgs {
+  std::int64_t m = 0, n = 0, n_pad = 0, n_jp = 0, chunk_jp = 1;
+  const std::int16_t* bp = nullptr;
+  const std::int16_t* coef = nullptr;
+  std::int64_t* z = nullptr;
+};
+void update_scalar(const UpdateArgs& args);
+void update_avx2(const UpdateArgs& args);
+void update_avx512_vnni(const UpdateArgs& args);
+// Runs the update kernel of the current level.
+void update_dispatch(const UpdateArgs& args);
+
+}  // namespace detail
+}  // namespace eggroll::cpu_int8

@@ -1,0 +1,98 @@
+// The discrete update of integer EGGROLL (ALGORITHM.md 2.6): per int8 value, Z = sum over pairs
+// of d_k times the pair's noise product, and a move of sign(Z) when |Z| reaches the threshold
+// ceil(v sqrt(P' r) z_{1 - alpha_t / 2}). No optimizer state.
+#include <algorithm>
+#include <cstdlib>
+
+#include "eggroll/es/strategy.hpp"
+#include "eggroll/quant/qmath.hpp"
+
+namespace eggroll {
+namespace {
+
+// Z of a vector parameter: sum_k d_k e1_k e2_k per element, pairs in order.
+void accumulate_vector(const Noiser& noiser, PopulationView& view, const Param& p, const std::vector<std::int8_t>& d,
+                       std::int64_t* z) {
+  const std::int64_t len = p.value.numel();
+  for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k) {
+    if (d[k] == 0) continue;
+    const std::int8_t* e = noiser.qvector_noise(view, p, k);
+    for (std::int64_t i = 0; i < len; ++i) z[i] += d[k] * (std::int64_t{e[i]} * e[len + i]);
+  }
+}
+
+void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& view, const Param& p,
+                       const std::vector<std::int8_t>& d, std::int64_t* z) {
+  std::vector<const std::int8_t*> blocks;
+  std::vector<std::int8_t> signs;
+  for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k) {
+    if (d[k] == 0) continue;
+    blocks.push_back(noiser.qfactor_block(view, p, k));
+    signs.push_back(d[k]);
+  }
+  backend.qupdate_accumulate(p.rows(), p.cols(), noiser.rank(), static_cast<std::int64_t>(blocks.size()),
+                             blocks.data(), signs.data(), z);
+}
+
+// Moves w by sign(Z) where |Z| >= threshold and Z != 0, then clips; returns how many moved.
+std::int64_t apply_moves(Param& p, const std::vector<std::int64_t>& z, std::int64_t threshold) {
+  std::int8_t* w = p.value.data<std::int8_t>();
+  std::int64_t moved = 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (z[i] == 0 || std::llabs(z[i]) < threshold) continue;
+    const std::int32_t next = q::clip8(w[i] + (z[i] > 0 ? 1 : -1));
+    moved += next != w[i];
+    w[i] = static_cast<std::int8_t>(next);
+  }
+  return moved;
+}
+
+}  // namespace
+
+void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* full_view, EpochUpdate& u) {
+  // d_k = sign of the pair's weight sum_i f_i s_i (= 2 d for antithetic_sign).
+  const std::int64_t n_pairs = noiser_->n_pairs();
+  std::vector<std::int8_t> d(static_cast<std::size_t>(n_pairs), 0);
+  for (std::int64_t i = 0; i < es_.population; ++i) {
+    const double w = fitness[i] * noiser_->sign_of(i);
+    d[noiser_->pair_of(i)] += static_cast<std::int8_t>(w > 0 ? 1 : (w < 0 ? -1 : 0));
+  }
+  std::int64_t decided = 0;
+  for (auto& v : d) {
+    v = static_cast<std::int8_t>(v > 0 ? 1 : (v < 0 ? -1 : 0));
+    decided += v != 0;
+  }
+  const double variance = int8_noise_variance();
+  u.integer = true;
+  u.n_pairs_decided = decided;
+  u.alpha = q::alpha_schedule(epoch_, es_.alpha, es_.alpha_decay_epochs);
+  u.threshold = q::update_threshold(variance, decided, es_.rank, u.alpha);
+  const std::int64_t vector_threshold = q::update_threshold(variance, decided, 1, u.alpha);
+  if (decided == 0) return;
+
+  std::vector<Param*> live = live_params();
+  std::vector<std::vector<std::int64_t>> z;
+  for (Param* p : live) z.emplace_back(static_cast<std::size_t>(p->value.numel()), 0);
+  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
+                     full_view->epoch() == epoch_;
+  const std::int64_t chunk = reuse ? es_.population : chunk_members();
+  for (std::int64_t b = 0; b < es_.population; b += chunk) {
+    std::unique_ptr<PopulationView> owned = reuse ? nullptr : ask(b, std::min(b + chunk, es_.population));
+    PopulationView& view = reuse ? *full_view : *owned;
+    for (std::size_t k = 0; k < live.size(); ++k) {
+      if (live[k]->low_rank())
+        accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].data());
+      else
+        accumulate_vector(*noiser_, view, *live[k], d, z[k].data());
+    }
+  }
+  std::int64_t moved = 0, total = 0;
+  for (std::size_t k = 0; k < live.size(); ++k) {
+    moved += apply_moves(*live[k], z[k], live[k]->low_rank() ? u.threshold : vector_threshold);
+    total += live[k]->value.numel();
+  }
+  u.frac_moved = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0.0;
+  u.updated = true;
+}
+
+}  // namespace eggroll

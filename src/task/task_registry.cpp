@@ -1,0 +1,45 @@
+// The registry of built-in task kinds: their config schemas and the factory.
+#include "task/builtin_tasks.hpp"
+
+namespace eggroll {
+
+void register_task_kinds() {
+  static const bool done = [] {
+    for (const char* kind : {"sphere", "rastrigin"})
+      register_kind_schema({"task", kind, {
+          {"dim", std::int64_t{64}, "dimension of the solution", 1.0, 1e8, {}},
+          {"rows", std::int64_t{0}, "rows of the solution matrix (0 = the largest divisor of dim <= sqrt(dim))", 0.0, 1e8, {}},
+          {"shift", 0.0, "location of the optimum in every coordinate", -1e6, 1e6, {}},
+      }});
+    register_kind_schema({"task", "regression", {
+        {"input_dim", std::int64_t{4}, "input features", 1.0, 1e6, {}},
+        {"output_dim", std::int64_t{1}, "outputs", 1.0, 1e6, {}},
+        {"n_train", std::int64_t{4096}, "training samples", 1.0, 1e8, {}},
+        {"n_val", std::int64_t{1024}, "validation samples", 1.0, 1e8, {}},
+        {"batch_size", std::int64_t{64}, "samples per epoch, shared by every member", 1.0, 1e6, {}},
+        {"frequency", 1.5, "std of the target's frequencies a", 0.0, 100.0, {}},
+    }});
+    register_kind_schema({"task", "text", {
+        {"path", std::string("/usr/share/games/fortunes"), "text files, folders or globs, comma-separated", {}, {}, {}},
+        {"exclude", std::string("*.dat,*.u8"), "file-name globs to skip, comma-separated", {}, {}, {}},
+        {"separator", std::string("%"), "a line that ends a document (\"\" = one document per file)", {}, {}, {}},
+        {"val_fraction", 0.05, "fraction of documents held out for validation", 0.0, 0.9, {}},
+        {"max_bytes", std::int64_t{0}, "read at most this much text (0 = all)", 0.0, 1e12, {}},
+        {"tokens_per_epoch", std::int64_t{100}, "tokens each member reads per epoch (truncated ES)", 1.0, 1e6, {}},
+        {"val_bytes", std::int64_t{32768}, "validation text evaluated (whole documents up to this size)", 2.0, 1e9, {}},
+        {"eval_streams", std::int64_t{64}, "validation segments evaluated side by side", 1.0, 65536.0, {}},
+        {"diagnostics_every", std::int64_t{0}, "per-layer activation statistics every k epochs (0 = off)", 0.0, 1e9, {}},
+    }});
+    return true;
+  }();
+  (void)done;
+}
+
+std::unique_ptr<Task> make_task(const KindTable& task, std::uint64_t seed) {
+  if (task.kind == "sphere" || task.kind == "rastrigin") return make_function_task(task);
+  if (task.kind == "regression") return make_regression_task(task, seed);
+  if (task.kind == "text") return make_text_task(task, seed);
+  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin, regression or text");
+}
+
+}  // namespace eggroll

@@ -1,0 +1,419 @@
+// The int8 ops (ALGORITHM.md section 2): hand-computed cases pin every rounding of the reference,
+// then the cpu backend at every SIMD level this machine runs must equal the reference bit for bit
+// on random inputs (extremes included), for any thread count and any batch split.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/int8_ops.hpp"
+#include "eggroll/backend/backend.hpp"
+#include "eggroll/core/error.hpp"
+#include "eggroll/quant/qmath.hpp"
+
+namespace eggroll {
+namespace {
+
+using I8 = std::vector<std::int8_t>;
+constexpr std::int64_t kGuard = 16;  // bytes past every output that no op may touch
+constexpr std::int8_t kPoison = 0x5A;
+
+// splitmix64: int8 values in [lo, hi], with about one in eight forced to lo or hi.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  I8 int8s(std::int64_t n, int lo = -127, int hi = 127) {
+    I8 v(static_cast<std::size_t>(n));
+    for (auto& e : v) {
+      const std::uint64_t u = next();
+      e = static_cast<std::int8_t>((u & 7) == 0 ? ((u >> 3) & 1 ? hi : lo) : lo + static_cast<int>((u >> 8) % (hi - lo + 1)));
+    }
+    return v;
+  }
+};
+
+// The SIMD levels this machine runs, lowest first; the guard restores the detected level.
+std::vector<std::string> levels() {
+  const std::string best = cpu_int8::level();
+  std::vector<std::string> out;
+  for (const char* l : {"scalar", "avx2", "avx512_vnni"}) {
+    try {
+      cpu_int8::set_level(l);
+      out.push_back(l);
+    } catch (const Error&) {
+    }
+  }
+  cpu_int8::set_level(best.c_str());
+  return out;
+}
+struct LevelGuard {
+  std::string saved = cpu_int8::level();
+  ~LevelGuard() { cpu_int8::set_level(saved.c_str()); }
+};
+
+// An int8 output buffer poisoned before the run, with a guard tail.
+template <typename T>
+struct Out {
+  std::vector<T> data;
+  std::int64_t n;
+  explicit Out(std::int64_t n, T poison = static_cast<T>(kPoison)) : data(static_cast<std::size_t>(n + kGuard), poison), n(n) {}
+  T* ptr() { return data.data(); }
+};
+
+// Runs op(cpu backend) at every level and compares its first n values and guard with the reference's.
+template <typename T>
+void expect_all_levels_equal(const std::string& what, std::int64_t n, const std::function<void(Backend&, T*)>& op) {
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu = make_backend(BackendKind::cpu);
+  Out<T> want(n);
+  op(*ref, want.ptr());
+  LevelGuard guard;
+  for (const std::string& l : levels()) {
+    cpu_int8::set_level(l.c_str());
+    Out<T> got(n);
+    op(*cpu, got.ptr());
+    ASSERT_EQ(0, std::memcmp(want.data.data(), got.data.data(), got.data.size() * sizeof(T))) << what << " level " << l;
+  }
+}
+
+// Int8 factors of one (m, n) matrix for n_members members (pairs share a block; signs +1, -1):
+// member zero_member has sign 0, member null_member a null block (with a nonzero sign).
+struct QF {
+  std::vector<I8> storage;
+  std::vector<const std::int8_t*> blocks;
+  std::vector<std::int8_t> sign;
+  QFactors f;
+  QF(Rng& rng, std::int64_t n_members, std::int64_t m, std::int64_t n, std::int64_t r, int shift,
+     std::int64_t zero_member = -1, std::int64_t null_member = -1, int lo = -127) {
+    for (std::int64_t j = 0; j < n_members; ++j) {
+      if (j % 2 == 0) storage.push_back(rng.int8s(r * (n + m), lo));
+      blocks.push_back(storage.back().data());
+      sign.push_back(j % 2 ? -1 : 1);
+    }
+    if (zero_member >= 0 && zero_member < n_members) sign[zero_member] = 0;
+    if (null_member >= 0 && null_member < n_members) blocks[null_member] = nullptr;
+    f = QFactors{m, n, r, blocks.data(), sign.data(), shift};
+  }
+};
+
+// ---- hand-computed cases: the reference's roundings ----
+
+TEST(Int8Hand, QmmDivisor) {
+  EXPECT_EQ(qmm_divisor(1), 16);
+  EXPECT_EQ(qmm_divisor(16), 64);    // power of 4: a shift
+  EXPECT_EQ(qmm_divisor(17), 64);    // 16 * 4
+  EXPECT_EQ(qmm_divisor(1000), 496); // 16 * 31
+  EXPECT_EQ(qmm_divisor(1024), 512);
+  EXPECT_THROW(qmm_divisor(0), Error);
+}
+
+TEST(Int8Hand, QmmFloorsNegativeAccumulators) {
+  auto ref = make_backend(BackendKind::reference);
+  // n = 16, D = 64: rows of W giving acc = -64, -65, 63, 64, 127 * 127 * 16.
+  const I8 x(16, 1);
+  I8 w(5 * 16, 0);
+  for (int k = 0; k < 16; ++k) w[k] = -4;
+  w[16] = -65;
+  w[32] = 63;
+  w[48] = 64;
+  I8 x2(16, 127), w2(16, 127);
+  std::int8_t y[5], y2[1];
+  ref->qmm({1, 1}, 5, 16, x.data(), w.data(), QFactors{}, y);
+  EXPECT_EQ(y[0], -1);  // floor(-64 / 64)
+  EXPECT_EQ(y[1], -2);  // floor(-65 / 64), not -1
+  EXPECT_EQ(y[2], 0);
+  EXPECT_EQ(y[3], 1);
+  EXPECT_EQ(y[4], 0);  // acc = 0
+  ref->qmm({1, 1}, 1, 16, x2.data(), w2.data(), QFactors{}, y2);
+  EXPECT_EQ(y2[0], 127);  // 127^2 16 / 64 clipped
+  // n = 1000, D = 496: acc = -497 -> -2, acc = 495 -> 0.
+  I8 x3(1000, 0), w3(2 * 1000, 0);
+  x3[0] = 1;
+  w3[0] = -127;
+  x3[1] = 2;
+  w3[1] = -127;
+  x3[2] = 1;
+  w3[2] = -116;  // -127 - 254 - 116 = -497
+  w3[1000] = 127;
+  w3[1001] = 127;
+  w3[1002] = 114;  // 127 + 254 + 114 = 495
+  std::int8_t y3[2];
+  ref->qmm({1, 1}, 2, 1000, x3.data(), w3.data(), QFactors{}, y3);
+  EXPECT_EQ(y3[0], -2);
+  EXPECT_EQ(y3[1], 0);
+}
+
+TEST(Int8Hand, QmmPerturbationIsSignTimesFloor) {
+  // n = m = r = 1, D = 16, W = 0, B = 5, A = 13, x = 1, shift 2: P = 65, floor(65 / 4) = 16.
+  // Member 0: acc = 16 -> 1; member 1: acc = -16 -> -1 (floor(-65 / 4) = -17 would give -2).
+  auto ref = make_backend(BackendKind::reference);
+  const I8 x{1, 1}, w{0}, block{5, 13};
+  const std::int8_t* blocks[2] = {block.data(), block.data()};
+  const std::int8_t sign[2] = {1, -1};
+  std::int8_t y[2];
+  ref->qmm({2, 1}, 1, 1, x.data(), w.data(), QFactors{1, 1, 1, blocks, sign, 2}, y);
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[1], -1);
+}
+
+TEST(Int8Hand, Embedding) {
+  // W[t] = 10, A[t] = 3, B = 5, shift 2: p = 15, floor(15 / 4) = 3: +1 -> 13, -1 -> 7 (not 6).
+  auto ref = make_backend(BackendKind::reference);
+  const I8 w{0, 10}, block{5, 0, 3};  // B (1, 1), A (2, 1)
+  const std::int8_t* blocks[2] = {block.data(), block.data()};
+  const std::int8_t sign[2] = {1, -1};
+  const std::int32_t tokens[2] = {1, 1};
+  std::int8_t y[2];
+  ref->qembedding({2, 1}, 2, 1, tokens, w.data(), QFactors{2, 1, 1, blocks, sign, 2}, y);
+  EXPECT_EQ(y[0], 13);
+  EXPECT_EQ(y[1], 7);
+}
+
+TEST(Int8Hand, L1NormAddGru) {
+  auto ref = make_backend(BackendKind::reference);
+  const I8 x{-5, 3, 0, 1, 0, 0, 127, 0, 0}, w{3, 3, 16};
+  std::int8_t y[9];
+  ref->ql1_norm({3, 1}, 3, x.data(), w.data(), 0, y);
+  // sum 8, mav 2: floor(-15/2) = -8, floor(9/2) = 4; sum 1 < d: mav 1; mav 42: floor(381 / 42) = 9.
+  EXPECT_EQ((I8{y, y + 9}), (I8{-8, 4, 0, 3, 0, 0, 9, 0, 0}));
+  const I8 a{100, -100, 1}, b{100, -100, 2}, v{0, -10, 3};
+  ref->qadd({1, 1}, 3, a.data(), b.data(), v.data(), 0, y);
+  EXPECT_EQ((I8{y, y + 3}), (I8{127, -127, 6}));
+  const I8 f{-127, 127, 0}, h{50, -1, 100};
+  ref->qgru_gate(3, f.data(), h.data(), y);
+  EXPECT_EQ((I8{y, y + 3}), (I8{0, -1, 49}));  // floor(-254 / 256) = -1, floor(12700 / 256) = 49
+  const I8 f2{0, 127, -127}, hh{-10, 127, 100};
+  I8 h2{10, -120, 5};
+  ref->qgru_update(3, f2.data(), hh.data(), h2.data());
+  EXPECT_EQ(h2, (I8{0, 125, 5}));  // floor(-2540 / 256) = -10; floor(254 * 247 / 256) = 245; f = -127 keeps h
+}
+
+TEST(Int8Hand, LogLikAndUpdate) {
+  auto ref = make_backend(BackendKind::reference);
+  const I8 logits(256, 0);
+  const std::int32_t target = 7;
+  std::int32_t ll = 0;
+  ref->qloglik(1, logits.data(), &target, &ll);
+  EXPECT_EQ(ll, -128);  // uniform: log2(1/256) = -8 bits
+  // m = 1, n = 2, r = 2: pair 0 (d = 1): B = [[1,2],[3,4]], A = [[5,6]] -> [17, 39];
+  // pair 1 (d = -1): B = I, A = [[7,8]] -> [7, 8]; pair 2 has d = 0.
+  const I8 b0{1, 2, 3, 4, 5, 6}, b1{1, 0, 0, 1, 7, 8};
+  const std::int8_t* blocks[3] = {b0.data(), b1.data(), b0.data()};
+  const std::int8_t d[3] = {1, -1, 0};
+  std::int64_t z[2] = {0, 100};
+  ref->qupdate_accumulate(1, 2, 2, 3, blocks, d, z);
+  EXPECT_EQ(z[0], 10);
+  EXPECT_EQ(z[1], 131);
+}
+
+TEST(Int8Hand, FloorClipIsExactForEveryDivisor) {
+  // Every D_n for n <= 133,143 (16 q, q <= 364) over the whole range where the clip is not decided.
+  for (std::int64_t q = 1; q <= 364; ++q) {
+    const std::int64_t d = 16 * q;
+    const cpu_int8::FloorClip div(d);
+    std::int64_t want = -129, rem = 0;  // floor(acc / d) = want, acc = want d + rem
+    for (std::int64_t acc = -129 * d; acc <= 128 * d + 1; ++acc, ++rem) {
+      if (rem == d) rem = 0, ++want;
+      const std::int64_t clipped = want < -127 ? -127 : (want > 127 ? 127 : want);
+      if (div(acc) != clipped) FAIL() << "d = " << d << " acc = " << acc;
+    }
+    EXPECT_EQ(div(-(std::int64_t{1} << 40)), -127);
+    EXPECT_EQ(div(std::int64_t{1} << 40), 127);
+  }
+}
+
+// ---- random cases: every level against the reference ----
+
+struct Batch {
+  std::int64_t members, rpm;
+};
+const Batch kBatches[] = {{1, 1}, {5, 1}, {37, 1}, {2, 3}, {13, 3}};
+const std::int64_t kWidths[] = {1, 3, 17, 63, 65, 255, 256, 1000, 1024};
+
+TEST(Int8Random, Qmm) {
+  Rng rng{1};
+  int c = 0;
+  for (std::int64_t n : kWidths)
+    for (std::int64_t m : {1, 16, 47, 130})
+      for (const Batch& bt : kBatches) {
+        const std::int64_t r = 1 + c % 8, rows = bt.members * bt.rpm;
+        const int lo = c % 5 == 0 ? -128 : -127;  // some cases use the whole int8 range
+        const int shift = (c % 3 == 0) ? c % 4 : 8 + q::rank_shift(static_cast<int>(r));
+        ++c;
+        const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
+        QF f(rng, bt.members, m, n, r, shift, c % 4 == 1 ? 1 : -1, c % 4 == 2 ? bt.members - 1 : -1, lo);
+        const QFactors use = c % 7 == 3 ? QFactors{} : f.f;
+        const std::string what = "qmm n=" + std::to_string(n) + " m=" + std::to_string(m) + " rows=" +
+                                 std::to_string(rows) + " r=" + std::to_string(r);
+        expect_all_levels_equal<std::int8_t>(what, rows * m, [&](Backend& be, std::int8_t* y) {
+          be.qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), use, y);
+        });
+      }
+}
+
+TEST(Int8Random, QmmSaturates) {
+  for (int sx : {127, -127})
+    for (std::int64_t n : {256, 1000}) {
+      Rng rng{static_cast<std::uint64_t>(n + sx)};
+      const I8 x(static_cast<std::size_t>(3 * n), static_cast<std::int8_t>(sx)), w(static_cast<std::size_t>(33 * n), 127);
+      QF f(rng, 3, 33, n, 4, 0);
+      for (auto& s : f.storage) std::fill(s.begin(), s.end(), std::int8_t{127});
+      expect_all_levels_equal<std::int8_t>("qmm saturating", 3 * 33, [&](Backend& be, std::int8_t* y) {
+        be.qmm({3, 1}, 33, n, x.data(), w.data(), f.f, y);
+      });
+    }
+}
+
+TEST(Int8Random, Embedding) {
+  Rng rng{2};
+  int c = 0;
+  for (std::int64_t d : kWidths)
+    for (const Batch& bt : kBatches) {
+      const std::int64_t r = 1 + c % 8, rows = bt.members * bt.rpm, vocab = c % 2 ? 256 : 7;
+      ++c;
+      const I8 w = rng.int8s(vocab * d);
+      std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows));
+      for (auto& t : tokens) t = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(vocab));
+      tokens[0] = static_cast<std::int32_t>(vocab - 1);
+      QF f(rng, bt.members, vocab, d, r, 4 + c % 7, 1, bt.members - 1);
+      expect_all_levels_equal<std::int8_t>("qembedding d=" + std::to_string(d), rows * d, [&](Backend& be, std::int8_t* y) {
+        be.qembedding({bt.members, bt.rpm}, vocab, d, tokens.data(), w.data(), f.f, y);
+      });
+    }
+}
+
+TEST(Int8Random, ElementwiseOps) {
+  Rng rng{3};
+  for (std::int64_t d : kWidths)
+    for (const Batch& bt : kBatches) {
+      const std::int64_t rows = bt.members * bt.rpm;
+      I8 x = rng.int8s(rows * d), a = rng.int8s(rows * d), b = rng.int8s(rows * d), w = rng.int8s(bt.members * d);
+      for (std::int64_t k = 0; k < d; ++k) x[k] = static_cast<std::int8_t>(k % 3 == 0);  // a row with small sum
+      for (std::int64_t stride : {std::int64_t{0}, d}) {
+        expect_all_levels_equal<std::int8_t>("ql1_norm", rows * d, [&](Backend& be, std::int8_t* y) {
+          be.ql1_norm({bt.members, bt.rpm}, d, x.data(), w.data(), stride, y);
+        });
+        for (bool with_b : {false, true})
+          for (bool with_v : {false, true})
+            expect_all_levels_equal<std::int8_t>("qadd", rows * d, [&](Backend& be, std::int8_t* y) {
+              be.qadd({bt.members, bt.rpm}, d, a.data(), with_b ? b.data() : nullptr, with_v ? w.data() : nullptr,
+                      stride, y);
+            });
+      }
+    }
+}
+
+TEST(Int8Random, GruExhaustiveAndLogLik) {
+  I8 f, h, hh;  // every (f, h) pair, hh random
+  Rng rng{4};
+  for (int i = -128; i <= 127; ++i)
+    for (int j = -128; j <= 127; ++j) {
+      f.push_back(static_cast<std::int8_t>(i));
+      h.push_back(static_cast<std::int8_t>(j));
+    }
+  hh = rng.int8s(static_cast<std::int64_t>(f.size()), -128, 127);
+  const auto n = static_cast<std::int64_t>(f.size());
+  expect_all_levels_equal<std::int8_t>("qgru_gate", n, [&](Backend& be, std::int8_t* g) {
+    be.qgru_gate(n, f.data(), h.data(), g);
+  });
+  expect_all_levels_equal<std::int8_t>("qgru_update", n, [&](Backend& be, std::int8_t* out) {
+    std::memcpy(out, h.data(), h.size());
+    be.qgru_update(n, f.data(), hh.data(), out);
+  });
+  const std::int64_t rows = 37;
+  const I8 logits = rng.int8s(rows * 256, -128, 127);
+  std::vector<std::int32_t> targets(rows);
+  for (auto& t : targets) t = static_cast<std::int32_t>(rng.next() % 256);
+  expect_all_levels_equal<std::int32_t>("qloglik", rows, [&](Backend& be, std::int32_t* ll) {
+    be.qloglik(rows, logits.data(), targets.data(), ll);
+  });
+}
+
+TEST(Int8Random, UpdateAccumulate) {
+  Rng rng{5};
+  struct S { std::int64_t m, n, r, pairs; int max_d; };
+  for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
+              S{5, 3, 1, 1200, 127}}) {
+    std::vector<I8> storage;
+    std::vector<const std::int8_t*> blocks;
+    I8 d;
+    for (std::int64_t k = 0; k < s.pairs; ++k) {
+      storage.push_back(rng.int8s(s.r * (s.n + s.m), -128, 127));
+      blocks.push_back(k % 5 == 4 ? nullptr : storage.back().data());
+      d.push_back(static_cast<std::int8_t>(k % 3 == 2 ? 0 : (k % 2 ? -s.max_d : s.max_d)));
+    }
+    if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
+      for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
+    std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
+    for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;
+    expect_all_levels_equal<std::int64_t>("qupdate_accumulate", s.m * s.n, [&](Backend& be, std::int64_t* z) {
+      std::copy(z0.begin(), z0.end(), z);
+      be.qupdate_accumulate(s.m, s.n, s.r, s.pairs, blocks.data(), d.data(), z);
+    });
+  }
+}
+
+TEST(Int8Random, ThreadsAndBatchSplitDoNotChangeBits) {
+  Rng rng{6};
+  const std::int64_t members = 37, m = 130, n = 1000, r = 2;
+  const I8 x = rng.int8s(members * n), w = rng.int8s(m * n);
+  QF f(rng, members, m, n, r, 9, 4, 7);
+  auto cpu = make_backend(BackendKind::cpu);
+  LevelGuard guard;
+  for (const std::string& l : levels()) {
+    cpu_int8::set_level(l.c_str());
+    I8 y1(members * m), y2(members * m), one(m);
+    cpu->set_threads(1);
+    cpu->qmm({members, 1}, m, n, x.data(), w.data(), f.f, y1.data());
+    cpu->set_threads(2);
+    cpu->qmm({members, 1}, m, n, x.data(), w.data(), f.f, y2.data());
+    EXPECT_EQ(y1, y2) << l;
+    for (std::int64_t j : {0, 4, 7, 36}) {  // member j alone
+      const QFactors fj{m, n, r, f.blocks.data() + j, f.sign.data() + j, 9};
+      cpu->qmm({1, 1}, m, n, x.data() + j * n, w.data(), fj, one.data());
+      EXPECT_EQ(0, std::memcmp(one.data(), y1.data() + j * m, static_cast<std::size_t>(m))) << l << " member " << j;
+    }
+  }
+  cpu->set_threads(omp_get_num_procs());
+}
+
+// Not an assertion: qmm's speed per level (int8 multiply-accumulates per second).
+TEST(Int8Speed, QmmPrintsGMacPerSecond) {
+  Rng rng{7};
+  auto cpu = make_backend(BackendKind::cpu);
+  LevelGuard guard;
+  const std::int64_t rows = 1024;
+  for (std::int64_t m : {256, 1024}) {
+    const std::int64_t n = 256;
+    const I8 x = rng.int8s(rows * n), w = rng.int8s(m * n);
+    QF f(rng, rows, m, n, 1, 8);
+    I8 y(rows * m);
+    for (const std::string& l : levels()) {
+      cpu_int8::set_level(l.c_str());
+      for (const QFactors& use : {QFactors{}, f.f}) {
+        const int reps = l == "scalar" ? 2 : 20;
+        cpu->qmm({rows, 1}, m, n, x.data(), w.data(), use, y.data());
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < reps; ++i) cpu->qmm({rows, 1}, m, n, x.data(), w.data(), use, y.data());
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("qmm rows=%lld m=%lld n=%lld %-9s %-12s %7.1f G MAC/s\n", static_cast<long long>(rows),
+                    static_cast<long long>(m), static_cast<long long>(n), use.blocks ? "rank 1" : "unperturbed",
+                    l.c_str(), static_cast<double>(reps * rows * m * n) / s * 1e-9);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace eggroll
