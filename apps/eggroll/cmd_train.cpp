@@ -6,6 +6,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "default_config.hpp"
 #include "eggroll/backend/backend.hpp"
 #include "eggroll/io/checkpoint_dir.hpp"
 #include "eggroll/io/metrics.hpp"
@@ -105,7 +106,7 @@ int train(const TrainArgs& args) {
   } else {
     cfg = load_run_config(args.config, args.overrides);
     if (cfg.optim.schedule_epochs == 0) cfg.optim.schedule_epochs = cfg.run.epochs;  // fixed from the start
-    const std::string stem = args.config.empty() ? "default" : fs::path(args.config).stem().string();
+    const std::string stem = args.config.empty() ? kDefaultConfigName : fs::path(args.config).stem().string();
     dir = args.run_dir.empty() ? fs::path("runs") / (stem + "-" + utc_stamp()) : fs::path(args.run_dir);
     check(!holds_run(dir), "'", dir.string(), "' already holds a run: add --resume to continue it, or choose ",
           "another --run-dir (nothing was changed)");
@@ -131,6 +132,15 @@ int train(const TrainArgs& args) {
   atomic_write_file((dir / "config.toml").string(), config_to_toml(cfg));
 
   print_start(trainer, dir.string(), *backend);
+  if (trainer.epoch() == 0) {  // where training starts from, and the task's baselines
+    std::string line;
+    char buf[96];
+    for (auto& [k, v] : trainer.evaluate()) {
+      std::snprintf(buf, sizeof buf, "%s %s %.4g", line.empty() ? "" : ",", k.c_str(), v);
+      line += buf;
+    }
+    std::fprintf(stderr, "eggroll: at epoch 0:%s\n", line.c_str());
+  }
   if (trainer.epoch() >= cfg.run.epochs) {
     std::fprintf(stderr, "eggroll: the run is complete at epoch %lld (run.epochs = %lld); raise run.epochs with "
                  "--set run.epochs=N to continue\n", static_cast<long long>(trainer.epoch()),

@@ -38,9 +38,6 @@ int sample(const SampleArgs& args);
 int plot(const std::string& run_dir, const std::string& out, const std::string& json);
 int info(const std::string& json);
 
-// The built-in default job: a regression demo that visibly learns within a minute.
-extern const char* const kDefaultConfig;
-
 // Registers the model and task kinds, then loads (or, for "", parses the default) config.
 Config load_run_config(const std::string& path, const std::vector<std::string>& overrides);
 // Parses a config text (a checkpoint's metadata) with the built-in kinds registered.

@@ -3,42 +3,18 @@
 #include <fstream>
 
 #include "commands.hpp"
+#include "default_config.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/model/model.hpp"
 #include "eggroll/task/task.hpp"
 
 namespace eggroll::cli {
 
-const char* const kDefaultConfig = R"(# The built-in demo: an MLP learns a smooth function of 4 inputs by EGGROLL.
-[run]
-epochs = 400
-eval_every = 20
-checkpoint_every = 100
-
-[es]
-population = 256
-rank = 1
-sigma = 0.05
-
-[optim]
-name = "adam"
-lr = 0.02
-
-[model]
-kind = "mlp"
-hidden = [32, 32]
-activation = "tanh"
-
-[task]
-kind = "regression"
-input_dim = 4
-batch_size = 64
-)";
 
 Config load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
   register_model_kinds();
   register_task_kinds();
-  if (path.empty()) return parse_config(kDefaultConfig, "<built-in default>", overrides);
+  if (path.empty()) return parse_config(kDefaultConfigText, "<built-in default: configs/charlm_fortunes.toml>", overrides);
   return load_config(path, overrides);
 }
 

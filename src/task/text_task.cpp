@@ -3,6 +3,7 @@
 // across epochs; validation bits per byte of the unperturbed model, with n-gram and compressor
 // baselines on the same validation text.
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "eggroll/io/text_baselines.hpp"
@@ -39,6 +40,10 @@ class TextTask final : public Task {
     spec.seed = seed;
     spec.max_bytes = cfg.get_int("max_bytes");
     check(!spec.paths.empty(), "task.path is empty: give a file, a folder or a glob of text");
+    for (const std::string& p : spec.paths)
+      check(p.rfind("/usr/share/games/fortunes", 0) != 0 || std::filesystem::exists(p), "task.path '", p,
+            "' does not exist: install Debian's fortunes package (apt-get install fortunes), or point task.path at ",
+            "other text");
     TextCorpus corpus = load_text_corpus(spec);
     cap_validation(corpus, cfg.get_int("val_bytes"));
     train_ = token_stream(corpus.train_docs);

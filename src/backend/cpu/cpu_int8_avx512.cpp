@@ -10,9 +10,10 @@
 #include <cstring>
 #include <vector>
 
-// GCC 12's AVX-512 headers trip a false -Wmaybe-uninitialized on their own _mm512_undefined
+// GCC 12's AVX-512 headers trip false (maybe-)uninitialized warnings on their own _mm512_undefined
 // operands (GCC bug 105593); the warning is about header internals, not this file.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace eggroll::cpu_int8::detail {
 namespace {
@@ -24,6 +25,10 @@ constexpr int kColBlocks = 4;
 constexpr std::int64_t kRowBlock = 8 * kRowTile;
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
+
+__mmask64 byte_mask(std::int64_t count) {
+  return count >= 64 ? ~__mmask64{0} : (count <= 0 ? __mmask64{0} : (__mmask64{1} << count) - 1);
+}
 
 std::int32_t load_u32(const void* p) {
   std::int32_t v;
@@ -41,47 +46,70 @@ struct Packed {
   std::vector<std::int32_t> bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
-// W (m, n) -> the packed blocks and the +128 offset correction, one block of 16 outputs at a time.
+// W (m, n) -> one packed block of 16 outputs and its +128 offset correction. Whole k-groups are
+// gathered (lane l reads W[16 blk + l][4 g .. 4 g + 3]); a partial last group is copied bytewise.
 void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
+  const std::int64_t a0 = blk * 16, valid = std::min<std::int64_t>(16, g.m - a0), full_groups = g.n / 4;
+  const std::int8_t* base = g.w + a0 * g.n;
+  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(static_cast<std::int32_t>(g.n)));
+  const __mmask16 lanes = static_cast<__mmask16>((1u << valid) - 1);
+  const __m512i ones = _mm512_set1_epi8(1);
   std::int8_t* out = p.wp.data() + blk * p.n_groups * 64;
-  for (std::int64_t l = 0; l < 16; ++l) {
-    const std::int64_t a = blk * 16 + l;
-    std::int32_t sum = 0;
-    for (std::int64_t k = 0; k < 4 * p.n_groups; ++k) {
-      const std::int8_t v = (a < g.m && k < g.n) ? g.w[a * g.n + k] : 0;
-      out[(k / 4) * 64 + l * 4 + k % 4] = v;
-      sum += v;
-    }
-    p.bias[blk * 16 + l] = -128 * sum;
+  __m512i colsum = _mm512_setzero_si512();
+  for (std::int64_t grp = 0; grp < full_groups; ++grp) {
+    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, vindex, base + 4 * grp, 1);
+    _mm512_storeu_si512(out + grp * 64, v);
+    colsum = _mm512_dpbusd_epi32(colsum, ones, v);
+  }
+  if (full_groups < p.n_groups) {  // the last k-group holds n % 4 columns
+    std::int8_t* tail = out + full_groups * 64;
+    std::memset(tail, 0, 64);
+    for (std::int64_t l = 0; l < valid; ++l)
+      for (std::int64_t k = 4 * full_groups; k < g.n; ++k) tail[l * 4 + k % 4] = base[l * g.n + k];
+    colsum = _mm512_dpbusd_epi32(colsum, ones, _mm512_loadu_si512(tail));
+  }
+  _mm512_storeu_si512(p.bias.data() + a0, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(colsum, 7)));
+}
+
+// xu row (x_stride) = x row (n) + 128 as u8, zero past n.
+void convert_x_row(const std::int8_t* x, std::int64_t n, std::int64_t x_stride, std::uint8_t* xu) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t k = 0; k < x_stride; k += 64) {
+    const __mmask64 valid = byte_mask(n - k);
+    _mm512_storeu_si512(xu + k, _mm512_maskz_mov_epi8(valid, _mm512_xor_si512(_mm512_maskz_loadu_epi8(valid, x + k), flip)));
   }
 }
 
-// acc (RT, 16 CT) = xu rows . packed W panel^T + bias: all n_groups k-groups, registers only.
+// acc (RT, 16 CT) = bias + xu rows . packed W panel^T over all n_groups k-groups, in registers
+// (fully unrolled loops over a flat accumulator array starting from the bias: the form GCC 12
+// keeps in registers; adding the bias at the store made it spill every accumulator per step).
 template <int RT, int CT>
 void tile_kernel(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
                  std::int64_t n_groups, const std::int32_t* bias, std::int32_t* acc, std::int64_t acc_stride) {
-  __m512i c[RT][CT];
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i)
-#pragma GCC unroll 4
-    for (int t = 0; t < CT; ++t) c[i][t] = _mm512_setzero_si512();
+  __m512i c[RT * CT];
+#pragma GCC unroll 32
+  for (int e = 0; e < RT * CT; ++e) c[e] = _mm512_loadu_si512(bias + (e % CT) * 16);
   for (std::int64_t grp = 0; grp < n_groups; ++grp) {
-    __m512i wv[CT];
-#pragma GCC unroll 4
-    for (int t = 0; t < CT; ++t) wv[t] = _mm512_loadu_si512(wp + t * panel + grp * 64);
+    const std::int8_t* wg = wp + grp * 64;
+    const __m512i w0 = _mm512_loadu_si512(wg);
+    const __m512i w1 = CT > 1 ? _mm512_loadu_si512(wg + panel) : w0;
+    const __m512i w2 = CT > 2 ? _mm512_loadu_si512(wg + 2 * panel) : w0;
+    const __m512i w3 = CT > 3 ? _mm512_loadu_si512(wg + 3 * panel) : w0;
 #pragma GCC unroll 8
     for (int i = 0; i < RT; ++i) {
       const __m512i xv = _mm512_set1_epi32(load_u32(xu + i * x_stride + grp * 4));
-#pragma GCC unroll 4
-      for (int t = 0; t < CT; ++t) c[i][t] = _mm512_dpbusd_epi32(c[i][t], xv, wv[t]);
+      c[i * CT] = _mm512_dpbusd_epi32(c[i * CT], xv, w0);
+      if constexpr (CT > 1) c[i * CT + 1] = _mm512_dpbusd_epi32(c[i * CT + 1], xv, w1);
+      if constexpr (CT > 2) c[i * CT + 2] = _mm512_dpbusd_epi32(c[i * CT + 2], xv, w2);
+      if constexpr (CT > 3) c[i * CT + 3] = _mm512_dpbusd_epi32(c[i * CT + 3], xv, w3);
     }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
     for (int t = 0; t < CT; ++t)
-      _mm512_storeu_si512(acc + i * acc_stride + t * 16,
-                          _mm512_add_epi32(c[i][t], _mm512_loadu_si512(bias + t * 16)));
+      _mm512_storeu_si512(acc + i * acc_stride + t * 16, c[i * CT + t]);
 }
 
 using TileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
@@ -109,35 +137,43 @@ TileFn tile_for(int rt, int ct) {
 }
 
 
-// clip(floor(acc / d)) of 16 int32 accumulators, as FloorClip: clamp, offset, multiply-high.
-__m128i floor_clip_i32(__m512i acc, const FloorClip& div) {
-  const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(-128 * div.d));
-  const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(128 * div.d - 1));
-  const __m512i magic = _mm512_set1_epi64(static_cast<std::int64_t>(div.magic));
-  const __m512i u = _mm512_sub_epi32(_mm512_min_epi32(_mm512_max_epi32(acc, lo), hi), lo);  // [0, 256 d)
-  const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(u, magic), FloorClip::kShift);
-  const __m512i odd = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(u, 32), magic), FloorClip::kShift);
-  const __m512i q = _mm512_sub_epi32(_mm512_or_si512(even, _mm512_slli_epi64(odd, 32)), _mm512_set1_epi32(128));
-  return _mm512_cvtepi32_epi8(_mm512_max_epi32(q, _mm512_set1_epi32(-127)));
-}
+// Output bytes clip(floor(t / D_n)) from int32 t, 64 at a time. t beyond int32 is first saturated
+// to int32 by the caller (|D_n| 128 < 2^31, so that cannot change a clipped result). A power-of-two
+// D_n is an arithmetic shift; any other uses FloorClip's clamp, offset and multiply-high.
+class ByteWriter {
+ public:
+  explicit ByteWriter(const FloorClip& div) : div_(div) {
+    for (int s = 0; s < 31; ++s)
+      if (div.d == (std::int64_t{1} << s)) shift_ = s;
+  }
 
-// The same for 8 int64 accumulators; the 8 result bytes are the low half of the return value.
-__m128i floor_clip_i64(__m512i acc, const FloorClip& div) {
-  const __m512i lo = _mm512_set1_epi64(-128 * div.d);
-  const __m512i hi = _mm512_set1_epi64(128 * div.d - 1);
-  const __m512i magic = _mm512_set1_epi64(static_cast<std::int64_t>(div.magic));
-  const __m512i u = _mm512_sub_epi64(_mm512_min_epi64(_mm512_max_epi64(acc, lo), hi), lo);
-  const __m512i q = _mm512_sub_epi64(_mm512_srli_epi64(_mm512_mul_epu32(u, magic), FloorClip::kShift),
-                                     _mm512_set1_epi64(128));
-  return _mm512_cvtepi64_epi8(_mm512_max_epi64(q, _mm512_set1_epi64(-127)));
-}
+  // y[0 .. 64) under mask = clip(floor(t[v][l] / D_n)) for output 16 v + l.
+  void store64(const __m512i t[4], std::int8_t* y, __mmask64 mask) const {
+    const __m512i q01 = _mm512_packs_epi32(quotient(t[0]), quotient(t[1]));  // int16, saturating
+    const __m512i q23 = _mm512_packs_epi32(quotient(t[2]), quotient(t[3]));
+    // packs work per 128-bit lane: lane L now holds t0[4L..], t1[4L..], t2[4L..], t3[4L..] (4 bytes each)
+    const __m512i bytes = _mm512_packs_epi16(q01, q23);
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i y8 = _mm512_max_epi8(_mm512_permutexvar_epi32(order, bytes), _mm512_set1_epi8(-127));
+    _mm512_mask_storeu_epi8(y, mask, y8);
+  }
 
-// The row's output bytes [a0, min(a0 + 16, m)).
-__mmask16 tail_mask16(std::int64_t a0, std::int64_t m) {
-  const std::int64_t left = m - a0;
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
-__mmask64 byte_mask(std::int64_t count) { return count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1; }
+ private:
+  // floor(t / D_n), exact wherever the result lies in [-128, 127] and saturating beyond.
+  __m512i quotient(__m512i t) const {
+    if (shift_ >= 0) return _mm512_sra_epi32(t, _mm_cvtsi32_si128(shift_));
+    const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(-128 * div_.d));
+    const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(128 * div_.d - 1));
+    const __m512i magic = _mm512_set1_epi64(static_cast<std::int64_t>(div_.magic));
+    const __m512i u = _mm512_sub_epi32(_mm512_min_epi32(_mm512_max_epi32(t, lo), hi), lo);  // [0, 256 D)
+    const __m512i even = _mm512_srli_epi64(_mm512_mul_epu32(u, magic), FloorClip::kShift);
+    const __m512i odd = _mm512_srli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(u, 32), magic), FloorClip::kShift);
+    return _mm512_sub_epi32(_mm512_or_si512(even, _mm512_slli_epi64(odd, 32)), _mm512_set1_epi32(128));
+  }
+
+  FloorClip div_;
+  int shift_ = -1;
+};
 
 // xb[c] = x . B[:, c] for rank 1: B is one contiguous column, so 64 k per step; xu is x + 128.
 void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
@@ -158,19 +194,22 @@ void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, const std
   for (std::int64_t c = 0; c < r; ++c)
     for (std::int64_t q = 0; q < 4; ++q) idx_bytes[4 * c + q] = static_cast<std::uint8_t>(q * r + c);
   const __m512i idx = _mm512_load_si512(idx_bytes), ones = _mm512_set1_epi8(1);
-  const __mmask64 lanes = byte_mask(4 * r);
-  __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, col[2] = {dot[0], dot[1]};
-  const std::int64_t n_groups = (n + 3) / 4;
-  for (std::int64_t grp = 0; grp < n_groups; ++grp) {
-    const std::int64_t valid_rows = std::min<std::int64_t>(4, n - 4 * grp);
-    const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask(valid_rows * r), b + 4 * grp * r);
+  const __mmask64 lanes = byte_mask(4 * r), four_rows = lanes;  // 4 c-lanes of 4 bytes; 4 rows of r bytes
+  __m512i dot0 = _mm512_setzero_si512(), dot1 = dot0, col0 = dot0, col1 = dot0;
+  const auto step = [&](std::int64_t grp, __mmask64 rows_mask, __m512i& dot, __m512i& col) {
+    const __m512i raw = _mm512_maskz_loadu_epi8(rows_mask, b + 4 * grp * r);
     const __m512i bv = _mm512_maskz_permutexvar_epi8(lanes, idx, raw);
-    const __m512i xv = _mm512_set1_epi32(load_u32(xu + 4 * grp));
-    dot[grp & 1] = _mm512_dpbusd_epi32(dot[grp & 1], xv, bv);
-    col[grp & 1] = _mm512_dpbusd_epi32(col[grp & 1], ones, bv);
+    dot = _mm512_dpbusd_epi32(dot, _mm512_set1_epi32(load_u32(xu + 4 * grp)), bv);
+    col = _mm512_dpbusd_epi32(col, ones, bv);
+  };
+  const std::int64_t full_groups = n / 4, n_groups = (n + 3) / 4;
+  std::int64_t grp = 0;
+  for (; grp + 2 <= full_groups; grp += 2) {  // two accumulator chains
+    step(grp, four_rows, dot0, col0);
+    step(grp + 1, four_rows, dot1, col1);
   }
-  const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]),
-                                       _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
+  for (; grp < n_groups; ++grp) step(grp, byte_mask(std::min<std::int64_t>(4, n - 4 * grp) * r), dot0, col0);
+  const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot0, dot1), _mm512_slli_epi32(_mm512_add_epi32(col0, col1), 7));
   _mm512_mask_storeu_epi32(xb, static_cast<__mmask16>((1u << r) - 1), sum);
 }
 
@@ -206,33 +245,113 @@ void corr_from_xb(std::int64_t m, std::int64_t r, int shift, int sign, const std
   }
 }
 
-// Per thread: turns a row's int32 accumulators into output bytes, adding the member's low-rank
-// correction first when the member is perturbed.
+// Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
+// the member's low-rank correction first when the member is perturbed.
 class RowEpilogue {
  public:
-  RowEpilogue(const QmmArgs& g, std::int64_t m16)
-      : g_(g), corr_(static_cast<std::size_t>(m16 + 16)), xb64_(static_cast<std::size_t>(g.f->rank)) {}
+  RowEpilogue(const QmmArgs& g, std::int64_t m64)
+      : g_(g), writer_(g.div), corr_(static_cast<std::size_t>(m64 + 16)), xb64_(static_cast<std::size_t>(g.f->rank)) {
+    const std::int64_t r = g.f->rank;  // A rows to dword lanes: lane l of group cg = A[l][4 cg .. 4 cg + 3]
+    for (std::int64_t cg = 0; cg < 2; ++cg)
+      for (std::int64_t l = 0; l < 16; ++l)
+        for (std::int64_t q = 0; q < 4; ++q)
+          if (4 * cg + q < r) {
+            a_idx_[cg][4 * l + q] = static_cast<std::uint8_t>(l * r + 4 * cg + q);
+            a_lanes_[cg] |= __mmask64{1} << (4 * l + q);
+          }
+  }
 
   void row(std::int64_t i, const std::int32_t* acc, const std::uint8_t* xu, std::int64_t x_stride) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
     std::int8_t* y = g_.y + i * g_.m;
-    if (mf.sign == 0) {
-      for (std::int64_t a0 = 0; a0 < g_.m; a0 += 16)
-        _mm_mask_storeu_epi8(y + a0, tail_mask16(a0, g_.m), floor_clip_i32(_mm512_loadu_si512(acc + a0), g_.div));
-      return;
+    const std::int64_t r = g_.f->rank;
+    if (mf.sign != 0 && r <= 8 && g_.n <= 65536) {
+      alignas(64) std::int32_t xb[16];
+      if (r == 1)
+        xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+      else
+        xb_rank_n(xu, g_.n, r, mf.b, xb);
+      std::int64_t total = 0;
+      for (std::int64_t c = 0; c < r; ++c) total += xb[c] < 0 ? -std::int64_t{xb[c]} : xb[c];
+      if (total < (1 << 23)) return r == 1 ? row_rank1_int32(acc, xb[0], mf, y) : row_rank_n_int32(acc, xb, mf, y);
     }
-    correction(mf, i, xu, x_stride);
-    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 16) {
-      const __m512i v = _mm512_loadu_si512(acc + a0);
-      const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)), _mm512_loadu_si512(&corr_[a0]));
-      const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(v, 1)),
-                                          _mm512_loadu_si512(&corr_[a0 + 8]));
-      const __m128i bytes = _mm_unpacklo_epi64(floor_clip_i64(lo, g_.div), floor_clip_i64(hi, g_.div));
-      _mm_mask_storeu_epi8(y + a0, tail_mask16(a0, g_.m), bytes);
+    if (mf.sign != 0) correction(mf, i, xu, x_stride);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        t[v] = _mm512_loadu_si512(acc + a0 + 16 * v);
+        if (mf.sign != 0) t[v] = add_correction(t[v], &corr_[a0 + 16 * v]);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
     }
   }
 
  private:
+  // The int32 paths hold when n <= 65,536 (|acc| <= 2^30) and sum_c |xb[c]| < 2^23 (|p| < 2^30):
+  // acc + s floor(p / 2^S) then fits int32. Rank 1: p = xb A[a].
+  void row_rank1_int32(const std::int32_t* acc, std::int32_t xb, const MemberFactors& mf, std::int8_t* y) {
+    const __m512i xbv = _mm512_set1_epi32(xb);
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        const std::int64_t av = a0 + 16 * v;
+        const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av);
+        const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
+        const __m512i a32 = _mm512_loadu_si512(acc + av);
+        t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
+    }
+  }
+
+  // Ranks 2 .. 8: u[c] = xb[c] + 2^23 in [0, 2^24) is split into bytes u_j, so that
+  // p = sum_j 2^(8 j) (u_j . A[a]) - 2^23 sum_c A[a][c], each dot one vpdpbusd per 4 ranks
+  // (exact modulo 2^32, and |p| < 2^30).
+  void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
+    const std::int64_t r = g_.f->rank, n_cg = (r + 3) / 4;
+    alignas(16) std::uint8_t u[3][8] = {};
+    for (std::int64_t c = 0; c < r; ++c)
+      for (int j = 0; j < 3; ++j) u[j][c] = static_cast<std::uint8_t>((xb[c] + (1 << 23)) >> (8 * j));
+    __m512i uj[2][3], idx[2];
+    for (std::int64_t cg = 0; cg < n_cg; ++cg) {
+      for (int j = 0; j < 3; ++j) uj[cg][j] = _mm512_set1_epi32(load_u32(&u[j][4 * cg]));
+      idx[cg] = _mm512_loadu_si512(a_idx_[cg]);
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        const std::int64_t av = a0 + 16 * v, bytes = std::min<std::int64_t>(16, g_.m - av) * r;
+        const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), mf.a + av * r);
+        const __m512i raw1 = _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), mf.a + av * r + 64);
+        __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, rowsum = p0;
+        for (std::int64_t cg = 0; cg < n_cg; ++cg) {
+          const __m512i lanes = _mm512_maskz_permutex2var_epi8(a_lanes_[cg], raw0, idx[cg], raw1);
+          p0 = _mm512_dpbusd_epi32(p0, uj[cg][0], lanes);
+          p1 = _mm512_dpbusd_epi32(p1, uj[cg][1], lanes);
+          p2 = _mm512_dpbusd_epi32(p2, uj[cg][2], lanes);
+          rowsum = _mm512_dpbusd_epi32(rowsum, ones, lanes);
+        }
+        const __m512i p = _mm512_sub_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(p0, _mm512_slli_epi32(p1, 8)), _mm512_slli_epi32(p2, 16)),
+            _mm512_slli_epi32(rowsum, 23));
+        const __m512i corr = _mm512_sra_epi32(p, count), a32 = _mm512_loadu_si512(acc + av);
+        t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
+    }
+  }
+
+  // saturate_int32(acc + corr) for 16 outputs.
+  static __m512i add_correction(__m512i acc, const std::int64_t* corr) {
+    const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc)), _mm512_loadu_si512(corr));
+    const __m512i hi =
+        _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(acc, 1)), _mm512_loadu_si512(corr + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtsepi64_epi32(lo)), _mm512_cvtsepi64_epi32(hi), 1);
+  }
+
   void correction(const MemberFactors& mf, std::int64_t i, const std::uint8_t* xu, std::int64_t x_stride) {
     const std::int64_t r = g_.f->rank;
     if (r > 16) {
@@ -248,12 +367,16 @@ class RowEpilogue {
   }
 
   const QmmArgs& g_;
-  std::vector<std::int64_t> corr_;  // (m16 + 16)
+  ByteWriter writer_;
+  std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
+  alignas(64) std::uint8_t a_idx_[2][64] = {};
+  __mmask64 a_lanes_[2] = {0, 0};
 };
 
 }  // namespace
 
+// rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
 void qmm_avx512_vnni(const QmmArgs& g) {
   const std::int64_t rows = g.batch.rows();
   Packed p;
@@ -263,32 +386,30 @@ void qmm_avx512_vnni(const QmmArgs& g) {
   p.xu.resize(static_cast<std::size_t>(rows * p.x_stride));
   p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_groups * 64));
   p.bias.resize(static_cast<std::size_t>(p.m_blocks * 16));
-  const std::int64_t m16 = p.m_blocks * 16, n_row_blocks = (rows + kRowBlock - 1) / kRowBlock;
+  const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
     for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
 #pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) {
-      std::uint8_t* out = p.xu.data() + i * p.x_stride;
-      for (std::int64_t k = 0; k < g.n; ++k) out[k] = static_cast<std::uint8_t>(g.x[i * g.n + k] ^ 0x80);
-      std::fill(out + g.n, out + p.x_stride, std::uint8_t{0});
-    }
-    RowEpilogue epi(g, m16);
-    std::vector<std::int32_t> acc(static_cast<std::size_t>(kRowBlock * m16));
-#pragma omp for schedule(static)
-    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
-      const std::int64_t i0 = rb * kRowBlock, i1 = std::min(rows, i0 + kRowBlock);
+    for (std::int64_t i = 0; i < rows; ++i) convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
+    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
+    const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
+    RowEpilogue epi(g, m64);
+    std::vector<std::int32_t> acc(static_cast<std::size_t>(kRowBlock * m64));
+    for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
+      const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
         for (std::int64_t i = i0; i < i1; i += kRowTile) {
           const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
           tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, p.wp.data() + b0 * p.n_groups * 64,
-                           p.n_groups * 64, p.n_groups, p.bias.data() + b0 * 16, acc.data() + (i - i0) * m16 + b0 * 16,
-                           m16);
+                           p.n_groups * 64, p.n_groups, p.bias.data() + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
+                           m64);
         }
       }
-      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m16, p.xu.data() + i * p.x_stride, p.x_stride);
+      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, p.xu.data() + i * p.x_stride, p.x_stride);
     }
   }
 }
