@@ -214,7 +214,7 @@ TEST(Safetensors, CorruptFilesAreReported) {
       {raw_file("[1, 2]", ""), "is corrupt: the header is array, not a JSON object"},
       {raw_file(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", "abcd"), "is corrupt: tensor 'w' has no dtype string"},
       {raw_file(R"({"w":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "abcd"),
-       "is corrupt: tensor 'w' has dtype \"F16\"; eggroll reads F32, I8 and I32"},
+       "is corrupt: tensor 'w' has dtype \"F16\"; eggroll reads F32, F64, I8, I32 and I64"},
       {raw_file(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", "abcd"), "is corrupt: tensor 'w' has no shape array"},
       {raw_file(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", "abcd"),
        "is corrupt: tensor 'w' has shape [-1] with a dimension that is not an integer"},

@@ -28,6 +28,7 @@ std::string eval_figure(const std::string& main) {
   if (main == "loss") return "eval_loss";
   if (main == "accuracy") return "test_accuracy";
   if (main == "train_bits_per_byte") return "val_bits_per_byte";
+  if (main == "mean_return") return "eval_mean_return";
   return "";
 }
 

@@ -12,6 +12,8 @@ std::size_t dtype_size(DType dtype) {
     case DType::f32: return 4;
     case DType::i8: return 1;
     case DType::i32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
   }
   return 0;
 }
@@ -21,6 +23,8 @@ std::string dtype_name(DType dtype) {
     case DType::f32: return "f32";
     case DType::i8: return "i8";
     case DType::i32: return "i32";
+    case DType::f64: return "f64";
+    case DType::i64: return "i64";
   }
   return "?";
 }
@@ -29,7 +33,9 @@ DType dtype_from_name(const std::string& name) {
   if (name == "f32") return DType::f32;
   if (name == "i8") return DType::i8;
   if (name == "i32") return DType::i32;
-  throw_error("unknown dtype '", name, "': expected f32, i8 or i32");
+  if (name == "f64") return DType::f64;
+  if (name == "i64") return DType::i64;
+  throw_error("unknown dtype '", name, "': expected f32, i8, i32, f64 or i64");
 }
 
 std::string shape_string(const Shape& shape) {

@@ -1,5 +1,5 @@
 // safetensors reader and writer: u64 LE header size, JSON header, packed data buffer.
-// Only F32, I8 and I32 are read; every header field is checked before any data is trusted.
+// Only F32, F64, I8, I32 and I64 are read; every header field is checked before any data is trusted.
 #include "eggroll/io/safetensors.hpp"
 
 #include <algorithm>
@@ -30,6 +30,8 @@ const char* format_dtype(DType d) {
     case DType::f32: return "F32";
     case DType::i8: return "I8";
     case DType::i32: return "I32";
+    case DType::f64: return "F64";
+    case DType::i64: return "I64";
   }
   return "?";
 }
@@ -38,6 +40,8 @@ std::optional<DType> parse_dtype(const std::string& s) {
   if (s == "F32") return DType::f32;
   if (s == "I8") return DType::i8;
   if (s == "I32") return DType::i32;
+  if (s == "F64") return DType::f64;
+  if (s == "I64") return DType::i64;
   return std::nullopt;
 }
 
@@ -73,7 +77,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   auto dt = e.find("dtype");
   if (dt == e.end() || !dt->is_string()) bad("has no dtype string");
   auto dtype = parse_dtype(dt->get<std::string>());
-  if (!dtype) bad("has dtype " + dt->dump() + "; eggroll reads F32, I8 and I32");
+  if (!dtype) bad("has dtype " + dt->dump() + "; eggroll reads F32, F64, I8, I32 and I64");
   out.dtype = *dtype;
   auto shape = e.find("shape");
   if (shape == e.end() || !shape->is_array()) bad("has no shape array");

@@ -31,7 +31,8 @@ nlohmann::json epoch_record_json(const EpochRecord& r) {
     j["grad_norm"] = num(r.update.grad_norm);
   }
   j["updated"] = r.update.updated;
-  for (auto& [k, v] : r.eval) j[k] = num(v);
+  // An evaluation figure named like the training figure (RL's mean_return) is kept apart.
+  for (auto& [k, v] : r.eval) j[k == r.main_figure ? "eval_" + k : k] = num(v);
   for (auto& [k, v] : r.extra) j[k] = num(v);
   return j;
 }
@@ -91,7 +92,8 @@ void ProgressCallback::on_epoch(Trainer& trainer, const EpochRecord& r) {
   const std::string eval_name = trainer.task().eval_figure();
   if (!eval_name.empty() && last_eval_.count(eval_name)) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, " | %s %.5g", eval_name.c_str(), last_eval_[eval_name]);
+    const std::string label = eval_name == r.main_figure ? "eval_" + eval_name : eval_name;
+    std::snprintf(buf, sizeof buf, " | %s %.5g", label.c_str(), last_eval_[eval_name]);
     line.insert(line.find(" | ", line.find(r.main_figure)) , buf);
   }
   if (tty_) std::fprintf(out_, "\r\033[K%s", line.c_str());

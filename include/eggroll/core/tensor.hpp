@@ -10,16 +10,18 @@
 
 namespace eggroll {
 
-enum class DType { f32, i8, i32 };
+enum class DType { f32, i8, i32, f64, i64 };
 
 std::size_t dtype_size(DType dtype);
-std::string dtype_name(DType dtype);          // "f32", "i8", "i32"
+std::string dtype_name(DType dtype);          // "f32", "i8", "i32", "f64", "i64"
 DType dtype_from_name(const std::string& name);  // throws on an unknown name
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<std::int8_t>() { return DType::i8; }
 template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
 
 using Shape = std::vector<std::int64_t>;
 std::string shape_string(const Shape& shape);  // "(3, 4)"
