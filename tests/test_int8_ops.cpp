@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -275,12 +276,40 @@ TEST(Int8Random, QmmSaturates) {
     }
 }
 
+TEST(Int8Random, QmmHighRanksWideInputsAndLargeSums) {
+  Rng rng{8};
+  struct S { std::int64_t m, n, r; int lo; };
+  for (S s : {S{17, 63, 9, 127}, S{40, 256, 12, -127}, S{33, 100, 16, -128}, S{5, 65, 17, -127}, S{20, 30, 20, -127},
+              S{3, 70001, 1, -127}, S{4, 65537, 3, -127}}) {
+    const std::int64_t members = 5;
+    const I8 x = rng.int8s(members * s.n, s.lo), w = rng.int8s(s.m * s.n, s.lo);
+    QF f(rng, members, s.m, s.n, s.r, 9, 2, -1, s.lo);
+    expect_all_levels_equal<std::int8_t>("qmm r=" + std::to_string(s.r) + " n=" + std::to_string(s.n), members * s.m,
+                                         [&](Backend& be, std::int8_t* y) {
+                                           be.qmm({members, 1}, s.m, s.n, x.data(), w.data(), f.f, y);
+                                         });
+  }
+  // |x . B| on both sides of 2^23, where the SIMD levels switch from int32 to int64 corrections:
+  // 127 * 64 * 1024 = 8,323,072 < 2^23 < 127 * 127 * 1024.
+  for (int b : {64, 127, -127})
+    for (std::int64_t r : {1, 2, 5}) {
+      const std::int64_t n = 1024, m = 70;
+      const I8 x(static_cast<std::size_t>(2 * n), 127), w = rng.int8s(m * n);
+      QF f(rng, 2, m, n, r, 1);
+      for (auto& st : f.storage)
+        for (std::int64_t k = 0; k < n * r; ++k) st[static_cast<std::size_t>(k)] = static_cast<std::int8_t>(b);
+      expect_all_levels_equal<std::int8_t>("qmm |xB| near 2^23", 2 * m, [&](Backend& be, std::int8_t* y) {
+        be.qmm({2, 1}, m, n, x.data(), w.data(), f.f, y);
+      });
+    }
+}
+
 TEST(Int8Random, Embedding) {
   Rng rng{2};
   int c = 0;
   for (std::int64_t d : kWidths)
     for (const Batch& bt : kBatches) {
-      const std::int64_t r = 1 + c % 8, rows = bt.members * bt.rpm, vocab = c % 2 ? 256 : 7;
+      const std::int64_t r = 1 + c % 17, rows = bt.members * bt.rpm, vocab = c % 2 ? 256 : 7;
       ++c;
       const I8 w = rng.int8s(vocab * d);
       std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows));
@@ -385,34 +414,63 @@ TEST(Int8Random, ThreadsAndBatchSplitDoNotChangeBits) {
       EXPECT_EQ(0, std::memcmp(one.data(), y1.data() + j * m, static_cast<std::size_t>(m))) << l << " member " << j;
     }
   }
+  // the update accumulator: 1 vs 2 threads
+  const std::int64_t pairs = 20;
+  std::vector<I8> storage;
+  std::vector<const std::int8_t*> blocks;
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    storage.push_back(rng.int8s(3 * (n + m), -128, 127));
+    blocks.push_back(storage.back().data());
+  }
+  const I8 d = rng.int8s(pairs, -1, 1);
+  for (const std::string& l : levels()) {
+    cpu_int8::set_level(l.c_str());
+    std::vector<std::int64_t> z1(static_cast<std::size_t>(m * n), 7), z2 = z1;
+    cpu->set_threads(1);
+    cpu->qupdate_accumulate(m, n, 3, pairs, blocks.data(), d.data(), z1.data());
+    cpu->set_threads(2);
+    cpu->qupdate_accumulate(m, n, 3, pairs, blocks.data(), d.data(), z2.data());
+    EXPECT_EQ(z1, z2) << l;
+  }
   cpu->set_threads(omp_get_num_procs());
 }
 
-// Not an assertion: qmm's speed per level (int8 multiply-accumulates per second).
+// Not an assertion: qmm's speed per level and thread count (int8 multiply-accumulates per second;
+// the fastest of several calls, since other processes may share the machine).
+double qmm_gmacs(Backend& cpu, std::int64_t rows, std::int64_t m, std::int64_t n, const I8& x, const I8& w,
+                 const QFactors& f, int reps) {
+  I8 y(static_cast<std::size_t>(rows * m));
+  double best = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu.qmm({rows, 1}, m, n, x.data(), w.data(), f, y.data());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return static_cast<double>(rows * m * n) / best * 1e-9;
+}
+
 TEST(Int8Speed, QmmPrintsGMacPerSecond) {
   Rng rng{7};
   auto cpu = make_backend(BackendKind::cpu);
   LevelGuard guard;
-  const std::int64_t rows = 1024;
+  const std::int64_t rows = 1024, n = 256;
+  const int max_threads = omp_get_max_threads();
   for (std::int64_t m : {256, 1024}) {
-    const std::int64_t n = 256;
     const I8 x = rng.int8s(rows * n), w = rng.int8s(m * n);
-    QF f(rng, rows, m, n, 1, 8);
-    I8 y(rows * m);
+    QF f(rng, rows, m, n, 1, 8);  // one rank-1 block per pair, as the language model
     for (const std::string& l : levels()) {
       cpu_int8::set_level(l.c_str());
-      for (const QFactors& use : {QFactors{}, f.f}) {
-        const int reps = l == "scalar" ? 2 : 20;
-        cpu->qmm({rows, 1}, m, n, x.data(), w.data(), use, y.data());
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < reps; ++i) cpu->qmm({rows, 1}, m, n, x.data(), w.data(), use, y.data());
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("qmm rows=%lld m=%lld n=%lld %-9s %-12s %7.1f G MAC/s\n", static_cast<long long>(rows),
-                    static_cast<long long>(m), static_cast<long long>(n), use.blocks ? "rank 1" : "unperturbed",
-                    l.c_str(), static_cast<double>(reps * rows * m * n) / s * 1e-9);
+      for (int threads : {1, max_threads}) {
+        cpu->set_threads(threads);
+        const int reps = l == "scalar" ? 2 : 15;
+        std::printf("qmm rows=%lld m=%lld n=%lld %-12s threads=%d: %7.1f G MAC/s unperturbed, %7.1f rank 1\n",
+                    static_cast<long long>(rows), static_cast<long long>(m), static_cast<long long>(n), l.c_str(),
+                    threads, qmm_gmacs(*cpu, rows, m, n, x, w, QFactors{}, reps),
+                    qmm_gmacs(*cpu, rows, m, n, x, w, f.f, reps));
       }
     }
   }
+  cpu->set_threads(max_threads);
 }
 
 }  // namespace

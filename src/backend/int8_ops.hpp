@@ -65,6 +65,11 @@ struct FloorClip {
 
 namespace detail {
 
+// Below this much work (multiply-accumulates, or elements for the elementwise ops) an op runs on
+// the calling thread: starting an OpenMP team costs more than the work, and a thread count never
+// changes results.
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 18;
+
 // One qmm call as the level kernels receive it (shapes as in backend.hpp).
 struct QmmArgs {
   MemberRows batch;
@@ -94,8 +99,8 @@ void qmm_avx512_vnni(const QmmArgs& args);
 
 // The discrete update's pairs as the level kernels receive them: the j-th rank-1 term
 // (j = k r + c over the pairs with d != 0) contributes coef[j] * Bp-column j, coef[j] = d_k A_k[a][c].
-// bp: (n_jp = n_terms / 2, n_pad, 2) int16, Bp[jp][b][e] = B of term 2 jp + e at row b (zero past n
-// and for the padding term); coef: (m, 2 n_jp) int16. z (m, n) += the sum, int32 partial sums over
+// bp: (n_jp = ceil(n_terms / 2), n_pad = n rounded up to 64, 2) int16, Bp[jp][b][e] = B of term
+// 2 jp + e at row b (zero past n and for a missing last term); coef: (m, 2 n_jp) int16. z (m, n) += the sum, int32 partial sums over
 // at most chunk_jp term pairs at a time.
 struct UpdateArgs {
   std::int64_t m = 0, n = 0, n_pad = 0, n_jp = 0, chunk_jp = 1;

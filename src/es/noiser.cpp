@@ -36,11 +36,11 @@ const float* Noiser::factor_block(PopulationView& view, const Param& p, std::int
   return view.normals(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
 }
 
-std::vector<float> Noiser::member_coefs(const PopulationView& view) const {
-  std::vector<float> coef(static_cast<std::size_t>(view.size()));
-  const float scale = static_cast<float>(view.sigma() / std::sqrt(static_cast<double>(rank_)));
-  for (std::int64_t j = 0; j < view.size(); ++j) {
-    std::int64_t i = view.begin() + j;
+std::vector<float> Noiser::member_coefs(const ForwardContext& ctx) const {
+  std::vector<float> coef(static_cast<std::size_t>(ctx.members()));
+  const float scale = static_cast<float>(ctx.view->sigma() / std::sqrt(static_cast<double>(rank_)));
+  for (std::int64_t j = 0; j < ctx.members(); ++j) {
+    std::int64_t i = ctx.member(j);
     coef[j] = perturbs(i) ? sign_of(i) * scale : 0.0f;
   }
   return coef;
@@ -53,9 +53,9 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
   ctx.backend.gemm_nt(rows, m, n, x, w.value.data<float>(), y);
   if (!w.perturbed() || !active()) return;
   PopulationView& view = *ctx.view;
-  std::vector<const float*> blocks(static_cast<std::size_t>(view.size()));
-  for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = factor_block(view, w, pair_of(view.begin() + j));
-  std::vector<float> coef = member_coefs(view);
+  std::vector<const float*> blocks(static_cast<std::size_t>(ctx.members()));
+  for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = factor_block(view, w, pair_of(ctx.member(j)));
+  std::vector<float> coef = member_coefs(ctx);
   ctx.backend.lowrank_correction(ctx.batch(), {m, n, rank_, blocks.data(), coef.data()}, x, y);
 }
 
@@ -81,11 +81,11 @@ Tensor Noiser::vectors(PopulationView& view, const Param& v) const {
 
 void Noiser::embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const {
   PopulationView& view = *ctx.view;
-  std::vector<const float*> blocks(static_cast<std::size_t>(view.size()), nullptr);
-  std::vector<float> coef(static_cast<std::size_t>(view.size()), 0.0f);
+  std::vector<const float*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
+  std::vector<float> coef(static_cast<std::size_t>(ctx.members()), 0.0f);
   if (w.perturbed() && active()) {
-    for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = factor_block(view, w, pair_of(view.begin() + j));
-    coef = member_coefs(view);
+    for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = factor_block(view, w, pair_of(ctx.member(j)));
+    coef = member_coefs(ctx);
   }
   ctx.backend.embedding(ctx.batch(), w.rows(), w.cols(), tokens, w.value.data<float>(),
                         {w.rows(), w.cols(), rank_, blocks.data(), coef.data()}, y);

@@ -78,8 +78,8 @@ class OpenEs final : public Noiser {
     PopulationView& view = *ctx.view;
     const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member;
     std::vector<float> wi(static_cast<std::size_t>(m * n));
-    for (std::int64_t j = 0; j < view.size(); ++j) {
-      member_matrix(view, w, view.begin() + j, wi.data());
+    for (std::int64_t j = 0; j < ctx.members(); ++j) {
+      member_matrix(view, w, ctx.member(j), wi.data());
       ctx.backend.gemm_nt(rows, m, n, x + j * rows * n, wi.data(), y + j * rows * m);
     }
   }
@@ -88,8 +88,8 @@ class OpenEs final : public Noiser {
     PopulationView& view = *ctx.view;
     const std::int64_t d = w.cols(), rows = ctx.rows_per_member;
     std::vector<float> wi(static_cast<std::size_t>(w.value.numel()));
-    for (std::int64_t j = 0; j < view.size(); ++j) {
-      member_matrix(view, w, view.begin() + j, wi.data());
+    for (std::int64_t j = 0; j < ctx.members(); ++j) {
+      member_matrix(view, w, ctx.member(j), wi.data());
       for (std::int64_t t = 0; t < rows; ++t) {
         const std::int64_t row = j * rows + t;
         std::copy_n(wi.data() + tokens[row] * d, d, y + row * d);
@@ -147,8 +147,8 @@ class Sparse final : public Noiser {
     ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
     if (!w.perturbed()) return;
     PopulationView& view = *ctx.view;
-    for (std::int64_t j = 0; j < view.size(); ++j) {
-      const std::int64_t i = view.begin() + j;
+    for (std::int64_t j = 0; j < ctx.members(); ++j) {
+      const std::int64_t i = ctx.member(j);
       if (!perturbs(i)) continue;
       const Entries e = entries(view, w, pair_of(i));
       const float c = sign_of(i) * static_cast<float>(view.sigma());
@@ -167,8 +167,8 @@ class Sparse final : public Noiser {
     const std::int64_t d = w.cols(), rows = ctx.rows_per_member;
     const auto vd = static_cast<std::uint64_t>(w.value.numel());
     const float* base = w.value.data<float>();
-    for (std::int64_t j = 0; j < view.size(); ++j) {
-      const std::int64_t i = view.begin() + j;
+    for (std::int64_t j = 0; j < ctx.members(); ++j) {
+      const std::int64_t i = ctx.member(j);
       for (std::int64_t t = 0; t < rows; ++t) std::copy_n(base + tokens[j * rows + t] * d, d, y + (j * rows + t) * d);
       if (!w.perturbed() || !perturbs(i)) continue;
       const Entries e = entries(view, w, pair_of(i));

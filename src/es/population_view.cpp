@@ -1,6 +1,10 @@
 // PopulationView: an epoch's member range and its epoch-scoped noise cache.
 #include <omp.h>
 
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
 #include "eggroll/es/noiser.hpp"
 
 namespace eggroll {
@@ -16,6 +20,7 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
 }
 
 const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
         ", ", pair_end_, ")");
   if (tag == NoiseTag::factors && noiser_->table())
@@ -37,6 +42,7 @@ const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag
 }
 
 const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
         ", ", pair_end_, ")");
   auto& values = bits_[Key{p.id, tag}];
@@ -52,6 +58,7 @@ const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, Noi
 }
 
 const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
         ", ", pair_end_, ")");
   if (tag == NoiseTag::factors && noiser_->int8_table())
@@ -74,11 +81,32 @@ const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, Nois
 }
 
 std::int64_t PopulationView::cached_bytes() const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::int64_t n = 0;
   for (auto& [k, v] : normals_) n += static_cast<std::int64_t>(v.size() * sizeof(float));
   for (auto& [k, v] : bits_) n += static_cast<std::int64_t>(v.size() * sizeof(std::uint32_t));
   for (auto& [k, v] : int8s_) n += static_cast<std::int64_t>(v.size());
   return n;
+}
+
+void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn) {
+  const std::int64_t members = ctx.members();
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), members));
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(blocks))
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    try {
+      ForwardContext block = ctx;
+      block.member_begin = ctx.member_begin + members * k / blocks;
+      block.n_members = members * (k + 1) / blocks - members * k / blocks;
+      fn(block);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace eggroll

@@ -19,10 +19,10 @@ class QEggroll final : public Noiser {
 
   void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y) const override {
     PopulationView& view = *ctx.view;
-    std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(view.size()), nullptr);
-    std::vector<std::int8_t> signs = member_signs(view, w);
+    std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
+    std::vector<std::int8_t> signs = member_signs(ctx, w);
     if (w.perturbed())
-      for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = qfactor_block(view, w, pair_of(view.begin() + j));
+      for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = qfactor_block(view, w, pair_of(ctx.member(j)));
     ctx.backend.qmm(ctx.batch(), w.rows(), w.cols(), x, w.value.data<std::int8_t>(),
                     {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y);
   }
@@ -52,10 +52,10 @@ class QEggroll final : public Noiser {
 
   void qembedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, std::int8_t* y) const override {
     PopulationView& view = *ctx.view;
-    std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(view.size()), nullptr);
-    std::vector<std::int8_t> signs = member_signs(view, w);
+    std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
+    std::vector<std::int8_t> signs = member_signs(ctx, w);
     if (w.perturbed())
-      for (std::int64_t j = 0; j < view.size(); ++j) blocks[j] = qfactor_block(view, w, pair_of(view.begin() + j));
+      for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = qfactor_block(view, w, pair_of(ctx.member(j)));
     ctx.backend.qembedding(ctx.batch(), w.rows(), w.cols(), tokens, w.value.data<std::int8_t>(),
                            {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y);
   }
@@ -74,10 +74,10 @@ class QEggroll final : public Noiser {
   }
 
  private:
-  std::vector<std::int8_t> member_signs(const PopulationView& view, const Param& w) const {
-    std::vector<std::int8_t> signs(static_cast<std::size_t>(view.size()), 0);
+  std::vector<std::int8_t> member_signs(const ForwardContext& ctx, const Param& w) const {
+    std::vector<std::int8_t> signs(static_cast<std::size_t>(ctx.members()), 0);
     if (w.perturbed())
-      for (std::int64_t j = 0; j < view.size(); ++j) signs[j] = sign_of(view.begin() + j) > 0 ? 1 : -1;
+      for (std::int64_t j = 0; j < ctx.members(); ++j) signs[j] = sign_of(ctx.member(j)) > 0 ? 1 : -1;
     return signs;
   }
 };

@@ -27,6 +27,24 @@ Tensor filled(Shape shape, std::int8_t value) {
 
 std::string block(std::int64_t l) { return "blocks." + std::to_string(l) + "."; }
 
+EggModel::LayerStats layer_stats(const Tensor& x) {
+  std::vector<std::int64_t> hist(256, 0);
+  double sum_abs = 0;
+  std::int64_t saturated = 0;
+  const std::int8_t* v = x.data<std::int8_t>();
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    sum_abs += std::abs(static_cast<int>(v[i]));
+    saturated += (v[i] >= 127 || v[i] <= -127);
+    ++hist[static_cast<std::size_t>(v[i] + 128)];
+  }
+  const double n = static_cast<double>(x.numel());
+  double entropy = 0;
+  for (std::int64_t c : hist)
+    if (c > 0) entropy -= (static_cast<double>(c) / n) * std::log2(static_cast<double>(c) / n);
+  return {sum_abs / n, 100.0 * static_cast<double>(saturated) / n, entropy};
+}
+
+
 }  // namespace
 
 EggModel::EggModel(const EggSpec& spec, std::uint64_t seed) : spec_(spec) {
@@ -55,8 +73,8 @@ Tensor EggModel::forward(ForwardContext&, const Tensor&) {
 
 // h' of the one-gate GRU: f = clip(MM(a, W_f) + MM(h, U_f) + b_f), g = floor((f + 127) h / 256),
 // hh = clip(MM(a, W_h) + MM(g, U_h) + b_h), h' = clip(h + floor((f + 127) (hh - h) / 256)).
-Tensor EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor& h,
-                     const std::vector<std::int32_t>& tokens) {
+void EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor& h,
+                   const std::vector<std::int32_t>& tokens) const {
   const std::string b = block(l);
   const std::int64_t d = spec_.width;
   for (std::size_t row = 0; row < tokens.size(); ++row)
@@ -68,14 +86,14 @@ Tensor EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tenso
   Tensor hg = qlinear(ctx, params_.at(b + "gru.U_h"), g);
   Tensor hh = qadd(ctx, qlinear(ctx, params_.at(b + "gru.W_h"), a), &hg, &params_.at(b + "gru.b_h"));
   ctx.backend.qgru_update(h.numel(), f.data<std::int8_t>(), hh.data<std::int8_t>(), h.data<std::int8_t>());
-  return h;
 }
 
-Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& tokens, std::vector<Tensor>& state) {
+Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& tokens, std::vector<Tensor>& state,
+                      std::vector<LayerStats>* stats) const {
   const auto rows = static_cast<std::int64_t>(tokens.size());
   check(static_cast<std::int64_t>(state.size()) == spec_.layers, "egg step: ", state.size(), " state tensors for ",
         spec_.layers, " layers");
-  if (diagnostics_) stats_.assign(static_cast<std::size_t>(2 * spec_.layers + 1), LayerStats{});
+  if (stats) stats->assign(static_cast<std::size_t>(2 * spec_.layers + 1), LayerStats{});
   Tensor x = qembedding(ctx, params_.at("embed"), tokens);
   for (std::int64_t l = 0; l < spec_.layers; ++l) {
     const std::string b = block(l);
@@ -85,32 +103,15 @@ Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& toke
     Tensor a = ql1_norm(ctx, x, params_.at(b + "ln1.weight"));
     gru(ctx, l, a, h, tokens);
     x = qadd(ctx, x, &h, nullptr);
-    if (diagnostics_) record(static_cast<std::size_t>(2 * l), h);
+    if (stats) (*stats)[2 * l] = layer_stats(h);
     Tensor up = qlinear(ctx, params_.at(b + "mlp.up"), ql1_norm(ctx, x, params_.at(b + "ln2.weight")));
     Tensor down = qlinear(ctx, params_.at(b + "mlp.down"), up);
     x = qadd(ctx, x, &down, nullptr);
-    if (diagnostics_) record(static_cast<std::size_t>(2 * l + 1), up);
+    if (stats) (*stats)[2 * l + 1] = layer_stats(up);
   }
   Tensor logits = qlinear(ctx, params_.at("head"), ql1_norm(ctx, x, params_.at("ln_out.weight")));
-  if (diagnostics_) record(static_cast<std::size_t>(2 * spec_.layers), logits);
+  if (stats) stats->back() = layer_stats(logits);
   return logits;
-}
-
-void EggModel::record(std::size_t slot, const Tensor& x) {
-  std::vector<std::int64_t> hist(256, 0);
-  double sum_abs = 0;
-  std::int64_t saturated = 0;
-  const std::int8_t* v = x.data<std::int8_t>();
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    sum_abs += std::abs(static_cast<int>(v[i]));
-    saturated += (v[i] >= 127 || v[i] <= -127);
-    ++hist[static_cast<std::size_t>(v[i] + 128)];
-  }
-  const double n = static_cast<double>(x.numel());
-  double entropy = 0;
-  for (std::int64_t c : hist)
-    if (c > 0) entropy -= (static_cast<double>(c) / n) * std::log2(static_cast<double>(c) / n);
-  stats_[slot] = {sum_abs / n, 100.0 * static_cast<double>(saturated) / n, entropy};
 }
 
 std::string egg_sample(EggModel& model, Backend& backend, const std::string& prompt, std::int64_t n_bytes,

@@ -7,7 +7,7 @@ namespace {
 void check_rows(const ForwardContext& ctx, const Tensor& x, const char* op) {
   check(x.ndim() == 2, op, ": input must be 2-D (rows, features), got ", shape_string(x.shape()));
   if (ctx.view)
-    check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.view->size(),
+    check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.members(),
           " members x ", ctx.rows_per_member, " rows per member");
 }
 
@@ -26,7 +26,7 @@ void apply_vector(ForwardContext& ctx, const Param& v, Tensor& y, Op op) {
   }
   PopulationView& view = *ctx.view;
   const Tensor& per_member = view.member_vectors(v, [&] { return view.noiser().vectors(view, v); });
-  op(ctx.batch(), per_member.data<float>(), d);
+  op(ctx.batch(), per_member.data<float>() + ctx.member_begin * d, d);
 }
 
 void add_vector(ForwardContext& ctx, const Param& v, Tensor& y) {

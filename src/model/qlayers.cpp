@@ -30,7 +30,7 @@ VectorRows vector_rows(ForwardContext& ctx, const Param& v) {
   if (!perturbed_here(ctx, v)) return {v.value.data<std::int8_t>(), 0};
   PopulationView& view = *ctx.view;
   const Tensor& t = view.member_vectors(v, [&] { return view.noiser().qvectors(view, v); });
-  return {t.data<std::int8_t>(), v.value.numel()};
+  return {t.data<std::int8_t>() + ctx.member_begin * v.value.numel(), v.value.numel()};
 }
 
 }  // namespace

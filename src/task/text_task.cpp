@@ -104,7 +104,9 @@ class TextTask final : public Task {
     if (!states_.empty()) return;
     for (std::int64_t l = 0; l < egg.spec().layers; ++l) states_.emplace_back(DType::i8, Shape{population_, egg.spec().width});
   }
-  void record_diagnostics(const EggModel& egg);
+  void run_streams(const EggModel& egg, ForwardContext& ctx, double* scores,
+                   std::vector<EggModel::LayerStats>* stats);
+  void record_diagnostics(const std::vector<EggModel::LayerStats>& stats);
 
   std::vector<std::uint8_t> train_, val_;
   std::vector<std::int64_t> doc_starts_;
@@ -120,16 +122,29 @@ class TextTask final : public Task {
 std::vector<double> TextTask::evaluate(Model& model, ForwardContext& ctx) {
   EggModel& egg = as_egg(model);
   ensure_states(egg);
-  const std::int64_t b = ctx.view->begin(), rows = ctx.view->size(), d = egg.spec().width;
-  const auto len = static_cast<std::int64_t>(train_.size());
   ctx.rows_per_member = 1;
+  std::vector<double> scores(static_cast<std::size_t>(ctx.members()), 0.0);
+  const bool diagnose = diagnostics_every_ > 0 && ctx.view->epoch() % diagnostics_every_ == 0 && ctx.member(0) == 0;
+  std::vector<EggModel::LayerStats> stats;
+  for_member_blocks(ctx, [&](ForwardContext& block) {
+    const bool first = block.member_begin == ctx.member_begin;
+    run_streams(egg, block, scores.data() + (block.member_begin - ctx.member_begin), diagnose && first ? &stats : nullptr);
+  });
+  if (diagnose) record_diagnostics(stats);
+  return scores;
+}
+
+// T tokens for the members of one block: each reads its group's stream from the epoch's cursor,
+// carrying its own recurrent state (copied in and out of states_).
+void TextTask::run_streams(const EggModel& egg, ForwardContext& ctx, double* scores,
+                           std::vector<EggModel::LayerStats>* stats) {
+  const std::int64_t b = ctx.member(0), rows = ctx.members(), d = egg.spec().width;
+  const auto len = static_cast<std::int64_t>(train_.size());
   std::vector<Tensor> state;
   for (auto& s : states_) {
     state.emplace_back(DType::i8, Shape{rows, d});
     std::copy_n(s.data<std::int8_t>() + b * d, rows * d, state.back().data<std::int8_t>());
   }
-  const bool diagnose = diagnostics_every_ > 0 && ctx.view->epoch() % diagnostics_every_ == 0 && b == 0;
-  std::vector<double> scores(static_cast<std::size_t>(rows), 0.0);
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows)), targets(tokens.size()), ll(tokens.size());
   for (std::int64_t t = 0; t < tokens_per_epoch_; ++t) {
     for (std::int64_t j = 0; j < rows; ++j) {
@@ -137,20 +152,15 @@ std::vector<double> TextTask::evaluate(Model& model, ForwardContext& ctx) {
       tokens[j] = train_[pos];
       targets[j] = train_[(pos + 1) % len];
     }
-    egg.set_diagnostics(diagnose && t + 1 == tokens_per_epoch_);
-    Tensor logits = egg.step(ctx, tokens, state);
+    Tensor logits = egg.step(ctx, tokens, state, t + 1 == tokens_per_epoch_ ? stats : nullptr);
     ctx.backend.qloglik(rows, logits.data<std::int8_t>(), targets.data(), ll.data());
     for (std::int64_t j = 0; j < rows; ++j) scores[j] += ll[j];
   }
-  egg.set_diagnostics(false);
-  if (diagnose) record_diagnostics(egg);
-  for (std::size_t l = 0; l < states_.size(); ++l)
+  for (std::size_t l = 0; l < states_.size(); ++l)  // disjoint rows per block
     std::copy_n(state[l].data<std::int8_t>(), rows * d, states_[l].data<std::int8_t>() + b * d);
-  return scores;
 }
 
-void TextTask::record_diagnostics(const EggModel& egg) {
-  const auto& stats = egg.last_stats();
+void TextTask::record_diagnostics(const std::vector<EggModel::LayerStats>& stats) {
   for (std::size_t i = 0; i < stats.size(); ++i) {
     const std::string name = i + 1 == stats.size() ? "logits" : "l" + std::to_string(i / 2) + (i % 2 ? "_mlp" : "_gru");
     diagnostics_["diag_" + name + "_mean_abs"] = stats[i].mean_abs;

@@ -6,8 +6,10 @@
 // factor cache, so a task that calls forward many times per epoch reuses each pair's factors.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,8 +50,10 @@ class PopulationView {
   std::int64_t cached_bytes() const;
   // The members' perturbed copies of a vector parameter, made by make() on first use and kept for
   // the view's lifetime (parameters do not change within an epoch).
+  // Safe to call from several threads (as are normals, bits and int8s).
   template <typename Make>
   const Tensor& member_vectors(const Param& p, Make make) {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     auto it = vectors_.find(p.id);
     if (it == vectors_.end()) it = vectors_.emplace(p.id, make()).first;
     return it->second;
@@ -70,16 +74,30 @@ class PopulationView {
   std::map<Key, std::vector<std::uint32_t>> bits_;
   std::map<Key, std::vector<std::int8_t>> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
+  mutable std::recursive_mutex mutex_;
 };
 
 // What a forward pass needs: the backend, and the members (null view = the unperturbed model,
 // plain inference). With a view, x holds rows_per_member consecutive rows per member.
+// A context may cover a sub-range of the view's members ([member_begin, member_begin +
+// n_members) relative to the view; n_members < 0 = to the view's end), so that threads can run
+// the same forward on disjoint members of one view.
 struct ForwardContext {
   Backend& backend;
   PopulationView* view = nullptr;
   std::int64_t rows_per_member = 1;
-  MemberRows batch() const { return {view ? view->size() : 0, rows_per_member}; }
+  std::int64_t member_begin = 0;
+  std::int64_t n_members = -1;
+  std::int64_t members() const { return !view ? 0 : (n_members < 0 ? view->size() - member_begin : n_members); }
+  // The global index of the context's j-th member.
+  std::int64_t member(std::int64_t j) const { return view->begin() + member_begin + j; }
+  MemberRows batch() const { return {members(), rows_per_member}; }
 };
+
+// Runs fn on disjoint, contiguous member ranges of ctx, one per thread, each with its own
+// ForwardContext (kernels inside run on that thread alone). A member's result does not depend
+// on the split (contract 2). An exception thrown by fn is rethrown on the calling thread.
+void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn);
 
 enum class NoiseSource { generator, table };
 
@@ -142,8 +160,8 @@ class Noiser {
  protected:
   // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
   const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
-  // coef_j = s_j sigma / sqrt(r) per member of the view, 0 for unperturbed members.
-  std::vector<float> member_coefs(const PopulationView& view) const;
+  // coef_j = s_j sigma / sqrt(r) per member of the context, 0 for unperturbed members.
+  std::vector<float> member_coefs(const ForwardContext& ctx) const;
   // Weight of each pair of the view in the update: sum over its members of f_i s_i.
   std::vector<double> pair_weights(const PopulationView& view, const std::vector<double>& fitness) const;
   void accumulate_vector_gradient(PopulationView& view, const Param& p, const std::vector<double>& fitness,

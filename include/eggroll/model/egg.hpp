@@ -28,22 +28,20 @@ class EggModel final : public Model {
   Tensor forward(ForwardContext& ctx, const Tensor& x) override;
 
   const EggSpec& spec() const { return spec_; }
-  // One token for every row: tokens (rows), state[l] (rows, d) int8 per layer, updated in place
-  // (rows whose token is 0, a document boundary, start from h = 0). Returns logits (rows, 256).
-  Tensor step(ForwardContext& ctx, const std::vector<std::int32_t>& tokens, std::vector<Tensor>& state);
-  // Optional diagnostics: per layer mean |activation|, % saturated at +-127 and histogram entropy.
+  // Per layer activation statistics (diagnostics): mean |activation|, % saturated at +-127,
+  // and the entropy of the value histogram in bits.
   struct LayerStats {
     double mean_abs = 0, saturated_pct = 0, entropy_bits = 0;
   };
-  void set_diagnostics(bool on) { diagnostics_ = on; }
-  const std::vector<LayerStats>& last_stats() const { return stats_; }
+  // One token for every row: tokens (rows), state[l] (rows, d) int8 per layer, updated in place
+  // (rows whose token is 0, a document boundary, start from h = 0). Returns logits (rows, 256).
+  // With stats, fills 2 L + 1 entries: each layer's GRU state and MLP hidden, then the logits.
+  Tensor step(ForwardContext& ctx, const std::vector<std::int32_t>& tokens, std::vector<Tensor>& state,
+              std::vector<LayerStats>* stats = nullptr) const;
 
  private:
-  Tensor gru(ForwardContext& ctx, std::int64_t layer, const Tensor& a, Tensor& h, const std::vector<std::int32_t>& tokens);
-  void record(std::size_t slot, const Tensor& x);
+  void gru(ForwardContext& ctx, std::int64_t layer, const Tensor& a, Tensor& h, const std::vector<std::int32_t>& tokens) const;
   EggSpec spec_;
-  bool diagnostics_ = false;
-  std::vector<LayerStats> stats_;
 };
 
 // Generates n_bytes after the prompt (the model first reads token 0, then the prompt): byte t is

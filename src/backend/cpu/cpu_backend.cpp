@@ -24,6 +24,8 @@ void transpose(std::int64_t m, std::int64_t n, const float* w, float* wt) {
 
 class CpuBackend final : public Backend {
  public:
+  // Kernels called inside a parallel region (for_member_blocks) run on their thread alone.
+  CpuBackend() { omp_set_max_active_levels(1); }
   std::string name() const override { return "cpu"; }
   void set_threads(int threads) override {
     if (threads > 0) omp_set_num_threads(threads);
@@ -31,9 +33,9 @@ class CpuBackend final : public Backend {
 
   void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
                float* y) override {
-    wt_.resize(static_cast<std::size_t>(m * n));
-    transpose(m, n, w, wt_.data());
-    const float* wt = wt_.data();
+    std::vector<float> scratch(static_cast<std::size_t>(m * n));  // per call: callers may run on several threads
+    transpose(m, n, w, scratch.data());
+    const float* wt = scratch.data();
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < rows; ++i) {
       float* yr = y + i * m;
@@ -177,9 +179,6 @@ class CpuBackend final : public Backend {
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) override {
     cpu_int8::qupdate_accumulate(m, n, rank, n_pairs, blocks, d, z);
   }
-
- private:
-  std::vector<float> wt_;  // scratch for the transposed weight
 };
 
 }  // namespace

@@ -25,7 +25,7 @@ Level detect_level() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
     return Level::avx512_vnni;
   if (__builtin_cpu_supports("avx2")) return Level::avx2;
 #endif
@@ -41,8 +41,11 @@ Level current_level() { return static_cast<Level>(g_level.load(std::memory_order
 
 const char* level() { return kLevelNames[static_cast<int>(current_level())]; }
 
+// Also accepts run.simd's spellings: "auto" (the detected level) and "avx512" (= avx512_vnni).
 void set_level(const char* name) {
-  const std::string want = name != nullptr ? name : "";
+  std::string want = name != nullptr ? name : "";
+  if (want == "auto") want = kLevelNames[static_cast<int>(kBestLevel)];
+  if (want == "avx512") want = "avx512_vnni";
   for (int l = 0; l <= static_cast<int>(kBestLevel); ++l)
     if (want == kLevelNames[l]) {
       g_level.store(l, std::memory_order_relaxed);
@@ -78,7 +81,7 @@ void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shif
 // Per row: int32 dot products (exact for n <= 133,143), the member's correction, FloorClip.
 void qmm_scalar(const QmmArgs& g) {
   const std::int64_t m = g.m, n = g.n, r = g.f->rank;
-#pragma omp parallel
+#pragma omp parallel if (g.batch.rows() * m * n > kParallelMinWork)
   {
     std::vector<std::int64_t> corr(static_cast<std::size_t>(m)), xb(static_cast<std::size_t>(r));
 #pragma omp for schedule(static)
@@ -135,7 +138,7 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
     check(tokens[i] >= 0 && tokens[i] < vocab, "qembedding: token ", tokens[i], " at row ", i, ", expected 0 .. ",
           vocab - 1);
   const std::int64_t r = f.rank;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch.rows() * d * r > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int64_t t = tokens[i];
     const detail::MemberFactors mf = detail::member_factors(f, i / batch.rows_per_member);
@@ -154,23 +157,23 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
   }
 }
 
+// floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* xi = x + i * d;
     const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
     std::int64_t sum = 0;
     for (std::int64_t k = 0; k < d; ++k) sum += xi[k] < 0 ? -std::int32_t{xi[k]} : std::int32_t{xi[k]};
-    const std::int32_t mav = static_cast<std::int32_t>(std::max<std::int64_t>(sum / d, 1));
-    for (std::int64_t k = 0; k < d; ++k)
-      y[i * d + k] = static_cast<std::int8_t>(clip8(q::floor_div(std::int32_t{xi[k]} * wi[k], mav)));
+    const FloorClip by_mav(std::max<std::int64_t>(sum / d, 1));
+    for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = by_mav(std::int32_t{xi[k]} * wi[k]);
   }
 }
 
 void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
           std::int64_t v_stride, std::int8_t* y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;
     const std::int8_t* ai = a + i * d;
@@ -184,12 +187,12 @@ void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const s
 }
 
 void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > detail::kParallelMinWork)
   for (std::int64_t k = 0; k < n; ++k) g[k] = static_cast<std::int8_t>(((std::int32_t{f[k]} + 127) * h[k]) >> 8);
 }
 
 void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) {
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > detail::kParallelMinWork)
   for (std::int64_t k = 0; k < n; ++k) {
     const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
     h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
@@ -199,7 +202,7 @@ void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, st
 void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) {
   for (std::int64_t i = 0; i < rows; ++i)
     check(targets[i] >= 0 && targets[i] < 256, "qloglik: target ", targets[i], " at row ", i, ", expected 0 .. 255");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * 256 > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < rows; ++i) ll[i] = q::loglik(logits + i * 256, targets[i]);
 }
 

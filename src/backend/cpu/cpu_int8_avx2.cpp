@@ -1,9 +1,229 @@
-// The cpu int8 kernels at the AVX2 level (compiled with -mavx2; chosen at run time).
+// The cpu int8 kernels at the AVX2 level (compiled with -mavx2; chosen at run time when the CPU has
+// AVX2 but not AVX-512 VNNI). int8 operands are widened to int16 and multiplied with vpmaddwd, so no
+// product or pair sum can saturate. Results equal the scalar level bit for bit.
 #include "backend/int8_ops.hpp"
 
-namespace eggroll::cpu_int8::detail {
 #if defined(__x86_64__)
-void qmm_avx2(const QmmArgs& args) { qmm_scalar(args); }
-void update_avx2(const UpdateArgs& args) { update_scalar(args); }
-#endif
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace eggroll::cpu_int8::detail {
+namespace {
+
+// qmm tiling: kRowTile rows x kColBlocks * 8 outputs of int32 accumulators in registers.
+constexpr int kRowTile = 4;
+constexpr int kColBlocks = 2;
+constexpr std::int64_t kRowBlock = 12 * kRowTile;
+
+std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
+
+std::int32_t load_u32(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The operands of one qmm call as int16 k-pairs: xp (rows, n_pairs) int32 = (x[2 p], x[2 p + 1]),
+// wp (m_blocks, n_pairs, 8, 2) int16 = W[8 blk + l][2 p + e], zero padded.
+struct Packed {
+  std::int64_t n_pairs = 0, m_blocks = 0;
+  std::vector<std::int16_t> xp, wp;
+};
+
+void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
+  std::int16_t* out = p.wp.data() + blk * p.n_pairs * 16;
+  for (std::int64_t kp = 0; kp < p.n_pairs; ++kp)
+    for (std::int64_t l = 0; l < 8; ++l)
+      for (std::int64_t e = 0; e < 2; ++e) {
+        const std::int64_t a = blk * 8 + l, k = 2 * kp + e;
+        out[kp * 16 + l * 2 + e] = (a < g.m && k < g.n) ? g.w[a * g.n + k] : 0;
+      }
+}
+
+// acc (RT, 8 CT) = x pairs . packed W panel^T over all k-pairs (flat, fully unrolled accumulators).
+template <int RT, int CT>
+void tile_kernel(const std::int16_t* xp, std::int64_t x_stride, const std::int16_t* wp, std::int64_t panel,
+                 std::int64_t n_pairs, std::int32_t* acc, std::int64_t acc_stride) {
+  __m256i c[RT * CT];
+#pragma GCC unroll 16
+  for (int e = 0; e < RT * CT; ++e) c[e] = _mm256_setzero_si256();
+  for (std::int64_t kp = 0; kp < n_pairs; ++kp) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + kp * 16));
+    const __m256i w1 = CT > 1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + panel + kp * 16)) : w0;
+#pragma GCC unroll 8
+    for (int i = 0; i < RT; ++i) {
+      const __m256i xv = _mm256_set1_epi32(load_u32(xp + i * x_stride + 2 * kp));
+      c[i * CT] = _mm256_add_epi32(c[i * CT], _mm256_madd_epi16(xv, w0));
+      if constexpr (CT > 1) c[i * CT + 1] = _mm256_add_epi32(c[i * CT + 1], _mm256_madd_epi16(xv, w1));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 2
+    for (int t = 0; t < CT; ++t)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * acc_stride + t * 8), c[i * CT + t]);
+}
+
+using TileFn = void (*)(const std::int16_t*, std::int64_t, const std::int16_t*, std::int64_t, std::int64_t,
+                        std::int32_t*, std::int64_t);
+
+TileFn tile_for(int rt, int ct) {
+  static const TileFn table[kRowTile][kColBlocks] = {{tile_kernel<1, 1>, tile_kernel<1, 2>},
+                                                     {tile_kernel<2, 1>, tile_kernel<2, 2>},
+                                                     {tile_kernel<3, 1>, tile_kernel<3, 2>},
+                                                     {tile_kernel<4, 1>, tile_kernel<4, 2>}};
+  return table[rt - 1][ct - 1];
+}
+
+// y[0 .. 32) (first `count`) = clip(floor(t / D_n)) for 32 int32 values t, as FloorClip.
+void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t* y, std::int64_t count) {
+  __m256i q[4];
+  for (int v = 0; v < 4; ++v) {
+    const __m256i tv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 8 * v));
+    if (shift >= 0) {
+      q[v] = _mm256_sra_epi32(tv, _mm_cvtsi32_si128(shift));
+      continue;
+    }
+    const __m256i lo = _mm256_set1_epi32(static_cast<std::int32_t>(-128 * div.d));
+    const __m256i hi = _mm256_set1_epi32(static_cast<std::int32_t>(128 * div.d - 1));
+    const __m256i magic = _mm256_set1_epi64x(static_cast<std::int64_t>(div.magic));
+    const __m256i u = _mm256_sub_epi32(_mm256_min_epi32(_mm256_max_epi32(tv, lo), hi), lo);
+    const __m256i even = _mm256_srli_epi64(_mm256_mul_epu32(u, magic), FloorClip::kShift);
+    const __m256i odd = _mm256_srli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(u, 32), magic), FloorClip::kShift);
+    q[v] = _mm256_sub_epi32(_mm256_or_si256(even, _mm256_slli_epi64(odd, 32)), _mm256_set1_epi32(128));
+  }
+  // packs work per 128-bit lane: lane L holds q0[4L..], q1[4L..], q2[4L..], q3[4L..] (4 bytes each)
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+  const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  alignas(32) std::int8_t out[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_max_epi8(ordered, _mm256_set1_epi8(-127)));
+  std::memcpy(y, out, static_cast<std::size_t>(std::min<std::int64_t>(32, count)));
+}
+
+// A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
+// added and saturated to int32 first when the member is perturbed.
+class RowEpilogue {
+ public:
+  RowEpilogue(const QmmArgs& g, std::int64_t m32)
+      : g_(g), t_(static_cast<std::size_t>(m32)), corr_(static_cast<std::size_t>(m32)),
+        xb_(static_cast<std::size_t>(g.f->rank)) {
+    for (int s = 0; s < 31; ++s)
+      if (g.div.d == (std::int64_t{1} << s)) shift_ = s;
+  }
+  void row(std::int64_t i, std::int32_t* acc) {
+    const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+    const std::int32_t* t = acc;
+    if (mf.sign != 0 && !rank1_int32(mf, g_.x + i * g_.n, acc)) {
+      lowrank_row_scalar(g_.m, g_.n, g_.f->rank, g_.f->shift, mf, g_.x + i * g_.n, xb_.data(), corr_.data());
+      for (std::int64_t a = 0; a < g_.m; ++a)
+        t_[a] = static_cast<std::int32_t>(std::clamp<std::int64_t>(acc[a] + corr_[a], INT32_MIN, INT32_MAX));
+    }
+    if (mf.sign != 0) t = t_.data();
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 32) store32(t + a0, g_.div, shift_, g_.y + i * g_.m + a0, g_.m - a0);
+  }
+
+ private:
+  // Rank 1 with n <= 65,536 and |x . B| < 2^23: t = acc + s floor(xb A[a] / 2^S) fits int32 (as the
+  // AVX-512 level's int32 path); loops the compiler vectorises. False when the bounds do not hold.
+  bool rank1_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc) {
+    if (g_.f->rank != 1 || g_.n > 65536) return false;
+    std::int32_t xb = 0;  // |xb| <= 2^14 n <= 2^30
+    for (std::int64_t k = 0; k < g_.n; ++k) xb += std::int32_t{x[k]} * mf.b[k];
+    if (xb <= -(1 << 23) || xb >= (1 << 23)) return false;
+    const int shift = g_.f->shift, sign = mf.sign;
+    for (std::int64_t a = 0; a < g_.m; ++a) t_[a] = acc[a] + sign * ((xb * mf.a[a]) >> shift);
+    return true;
+  }
+
+  const QmmArgs& g_;
+  int shift_ = -1;  // log2 D_n when D_n is a power of two
+  std::vector<std::int32_t> t_;
+  std::vector<std::int64_t> corr_, xb_;
+};
+
+// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += the term pairs [j0, j1): int32 in registers
+// (coef pair broadcast, vpmaddwd against Bp), then added into the int64 z (columns past n skipped).
+template <int AT>
+void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1) {
+  __m256i c[AT * 2];
+#pragma GCC unroll 16
+  for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
+  for (std::int64_t jp = j0; jp < j1; ++jp) {
+    const std::int16_t* bj = g.bp + (jp * g.n_pad + b0) * 2;
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj + 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < AT; ++i) {
+      const __m256i cf = _mm256_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
+      c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(cf, w0));
+      c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(cf, w1));
+    }
+  }
+  alignas(32) std::int32_t part[AT][16];
+#pragma GCC unroll 8
+  for (int i = 0; i < AT; ++i) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i]), c[2 * i]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
+  }
+  const std::int64_t cols = std::min<std::int64_t>(16, g.n - b0);
+  for (int i = 0; i < AT; ++i)
+    for (std::int64_t b = 0; b < cols; ++b) g.z[(a0 + i) * g.n + b0 + b] += part[i][b];
+}
+
+}  // namespace
+
+void qmm_avx2(const QmmArgs& g) {
+  const std::int64_t rows = g.batch.rows();
+  Packed p;
+  p.n_pairs = (g.n + 1) / 2;
+  p.m_blocks = (g.m + 7) / 8;
+  p.xp.resize(static_cast<std::size_t>(rows * 2 * p.n_pairs));
+  p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_pairs * 16));
+  const std::int64_t m32 = round_up(g.m, 32), n_tiles = (rows + kRowTile - 1) / kRowTile;
+#pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t k = 0; k < 2 * p.n_pairs; ++k) p.xp[i * 2 * p.n_pairs + k] = k < g.n ? g.x[i * g.n + k] : 0;
+    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
+    const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
+    RowEpilogue epi(g, m32);
+    std::vector<std::int32_t> acc(static_cast<std::size_t>(kRowBlock * m32));
+    for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
+      const std::int64_t i1 = std::min(end, i0 + kRowBlock);
+      for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
+        const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
+        for (std::int64_t i = i0; i < i1; i += kRowTile)
+          tile_for(static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i)), ct)(
+              p.xp.data() + i * 2 * p.n_pairs, 2 * p.n_pairs, p.wp.data() + b0 * p.n_pairs * 16, p.n_pairs * 16,
+              p.n_pairs, acc.data() + (i - i0) * m32 + b0 * 8, m32);
+      }
+      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m32);
+    }
+  }
+}
+
+void update_avx2(const UpdateArgs& g) {
+  constexpr int kRows = 4;
+  using Fn = void (*)(const UpdateArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+  static const Fn tiles[kRows] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
+  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of Bp
+  const std::int64_t n_col_blocks = (g.n + 15) / 16, n_row_blocks = (g.m + kRows - 1) / kRows;
+#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
+  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
+    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
+      const std::int64_t a0 = rb * kRows;
+      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
+      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) tile(g, a0, cb * 16, j0, std::min(g.n_jp, j0 + g.chunk_jp));
+    }
+}
+
 }  // namespace eggroll::cpu_int8::detail
+#endif

@@ -136,7 +136,6 @@ TileFn tile_for(int rt, int ct) {
   }
 }
 
-
 // Output bytes clip(floor(t / D_n)) from int32 t, 64 at a time. t beyond int32 is first saturated
 // to int32 by the caller (|D_n| 128 < 2^31, so that cannot change a clipped result). A power-of-two
 // D_n is an arithmetic shift; any other uses FloorClip's clamp, offset and multiply-high.
@@ -184,7 +183,10 @@ void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, con
     dot = _mm512_dpbusd_epi32(dot, _mm512_loadu_si512(xu + k), bv);
     col = _mm512_dpbusd_epi32(col, ones, bv);
   }
-  xb[0] = _mm512_reduce_add_epi32(dot) - 128 * _mm512_reduce_add_epi32(col);
+  // modulo 2^32 (the sums may wrap for n > 65,536; the true xb fits int32)
+  const std::uint32_t sum = static_cast<std::uint32_t>(_mm512_reduce_add_epi32(dot)) -
+                            128u * static_cast<std::uint32_t>(_mm512_reduce_add_epi32(col));
+  xb[0] = static_cast<std::int32_t>(sum);
 }
 
 // xb[c] = x . B[:, c] for 2 <= r <= 16: each group of 4 rows of B (4 r bytes) is permuted so lane c
@@ -374,6 +376,39 @@ class RowEpilogue {
   __mmask64 a_lanes_[2] = {0, 0};
 };
 
+// z rows [a0, a0 + AT) x columns [b0, b0 + 32) += the term pairs [j0, j1): int32 in registers
+// (coef pair broadcast, vpdpwssd against Bp), then added into the int64 z (columns past n masked).
+template <int AT>
+void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1) {
+  __m512i c[AT * 2];
+#pragma GCC unroll 16
+  for (int e = 0; e < AT * 2; ++e) c[e] = _mm512_setzero_si512();
+  for (std::int64_t jp = j0; jp < j1; ++jp) {
+    const std::int16_t* bj = g.bp + (jp * g.n_pad + b0) * 2;
+    const __m512i w0 = _mm512_loadu_si512(bj), w1 = _mm512_loadu_si512(bj + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < AT; ++i) {
+      const __m512i cf = _mm512_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
+      c[2 * i] = _mm512_dpwssd_epi32(c[2 * i], cf, w0);
+      c[2 * i + 1] = _mm512_dpwssd_epi32(c[2 * i + 1], cf, w1);
+    }
+  }
+  alignas(64) std::int32_t part[AT][32];  // stored first: GCC spills the accumulators otherwise
+#pragma GCC unroll 8
+  for (int i = 0; i < AT; ++i) {
+    _mm512_store_si512(part[i], c[2 * i]);
+    _mm512_store_si512(part[i] + 16, c[2 * i + 1]);
+  }
+  const std::int64_t cols = std::min<std::int64_t>(32, g.n - b0);
+  for (int i = 0; i < AT; ++i)
+    for (std::int64_t col = 0; col < cols; col += 8) {
+      const __mmask8 mask = static_cast<__mmask8>(byte_mask(cols - col));
+      std::int64_t* zp = g.z + (a0 + i) * g.n + b0 + col;
+      const __m512i part64 = _mm512_cvtepi32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(part[i] + col)));
+      _mm512_mask_storeu_epi64(zp, mask, _mm512_add_epi64(_mm512_maskz_loadu_epi64(mask, zp), part64));
+    }
+}
+
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
@@ -387,7 +422,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
   p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_groups * 64));
   p.bias.resize(static_cast<std::size_t>(p.m_blocks * 16));
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
-#pragma omp parallel
+#pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
   {
 #pragma omp for schedule(static)
     for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
@@ -414,7 +449,21 @@ void qmm_avx512_vnni(const QmmArgs& g) {
   }
 }
 
-void update_avx512_vnni(const UpdateArgs& args) { update_scalar(args); }
+void update_avx512_vnni(const UpdateArgs& g) {
+  constexpr int kRows = 8;
+  using Fn = void (*)(const UpdateArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+  static const Fn tiles[kRows] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>,
+                                  update_tile<5>, update_tile<6>, update_tile<7>, update_tile<8>};
+  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of Bp
+  const std::int64_t n_col_blocks = (g.n + 31) / 32, n_row_blocks = (g.m + kRows - 1) / kRows;
+#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
+  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
+    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
+      const std::int64_t a0 = rb * kRows;
+      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
+      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) tile(g, a0, cb * 32, j0, std::min(g.n_jp, j0 + g.chunk_jp));
+    }
+}
 
 }  // namespace eggroll::cpu_int8::detail
 #endif

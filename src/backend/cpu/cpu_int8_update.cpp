@@ -27,7 +27,7 @@ std::int64_t chunk_pairs(std::int64_t max_d) {
 void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
             const detail::UpdateArgs& g, std::int16_t* bp) {
   const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (g.n_jp * g.n_pad > detail::kParallelMinWork)
   for (std::int64_t jp = 0; jp < g.n_jp; ++jp) {
     std::int16_t* out = bp + jp * g.n_pad * 2;
     std::fill(out, out + g.n_pad * 2, std::int16_t{0});
@@ -44,7 +44,7 @@ void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, cons
 void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
                const std::int8_t* d, const detail::UpdateArgs& g, std::int16_t* coef) {
   const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (g.m * g.n_jp > detail::kParallelMinWork)
   for (std::int64_t a = 0; a < g.m; ++a) {
     std::int16_t* out = coef + a * 2 * g.n_jp;
     for (std::int64_t j = 0; j < 2 * g.n_jp; ++j) {
@@ -64,7 +64,7 @@ namespace detail {
 
 // z[a][b] += sum over term pairs of coef . Bp[jp][b], int32 within each chunk of term pairs.
 void update_scalar(const UpdateArgs& g) {
-#pragma omp parallel
+#pragma omp parallel if (g.m * g.n * g.n_jp > kParallelMinWork)
   {
     std::vector<std::int32_t> part(static_cast<std::size_t>(g.n_pad));
 #pragma omp for schedule(static)
