@@ -38,7 +38,7 @@ double number(const nlohmann::json& r, const std::string& k) {
 
 }  // namespace
 
-int plot(const std::string& run_dir, const std::string& out_arg, const std::string& json) {
+int plot(const std::string& run_dir, const std::string& out_arg, const std::string& json, bool time_axis) {
   const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
   check(fs::exists(metrics), "plot: '", metrics.string(), "' not found: is '", run_dir, "' a run folder?");
   auto records = read_metrics(metrics.string());
@@ -60,14 +60,26 @@ int plot(const std::string& run_dir, const std::string& out_arg, const std::stri
         << ' ' << (std::isfinite(e) ? std::to_string(e) : "?") << '\n';
     }
   }
-  const bool log_y = lo > 0 && hi / lo > 50;
+  const bool log_y = lo > 0 && hi / lo > 50 && main != "train_bits_per_byte";
+
   std::string script = "set terminal pngcairo size 900,560 enhanced font 'sans,11'\n";
   script += "set output '" + out + "'\nset datafile missing '?'\nset grid\nset key top right\n";
   script += "set title '" + fs::path(run_dir).filename().string() + "' noenhanced\n";
-  script += "set xlabel 'epoch'\nset ylabel '" + main + "' noenhanced\n";
+  const std::string x = time_axis ? "($2/60)" : "1";
+  script += std::string("set xlabel '") + (time_axis ? "wall time (minutes)" : "epoch") + "'\nset ylabel '" + main +
+            "' noenhanced\n";
   if (log_y) script += "set logscale y\n";
-  script += "plot '" + data.string() + "' using 1:3 with lines lw 2 title '" + main + " (members mean)' noenhanced";
-  if (!eval.empty()) script += ", '' using 1:4 with linespoints pt 7 ps 0.6 lw 2 title '" + eval + " (unperturbed)' noenhanced";
+  script += "plot '" + data.string() + "' using " + x + ":3 with lines lw 2 title '" + main + " (members mean)' noenhanced";
+  if (!eval.empty())
+    script += ", '' using " + x + ":4 with linespoints pt 7 ps 0.6 lw 2 title '" + eval + " (unperturbed)' noenhanced";
+  // Constant reference lines a task reports with its evaluations (language models: baselines).
+  const nlohmann::json* last_eval = nullptr;
+  for (auto& r : records)
+    if (!eval.empty() && r.contains(eval)) last_eval = &r;
+  if (last_eval)
+    for (auto& [k, v] : last_eval->items())
+      if (k.rfind("baseline_", 0) == 0 && v.is_number())
+        script += ", " + std::to_string(v.get<double>()) + " with lines dt 2 lw 1.5 title '" + k + "' noenhanced";
   script += "\n";
   FILE* gp = ::popen("gnuplot 2>&1", "w");
   check(gp != nullptr, "plot: cannot start gnuplot");

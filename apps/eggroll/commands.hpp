@@ -35,7 +35,7 @@ struct SampleArgs {
 };
 int sample(const SampleArgs& args);
 
-int plot(const std::string& run_dir, const std::string& out, const std::string& json);
+int plot(const std::string& run_dir, const std::string& out, const std::string& json, bool time_axis);
 int info(const std::string& json);
 
 // Registers the model and task kinds, then loads (or, for "", parses the default) config.

@@ -37,9 +37,11 @@ int main(int argc, char** argv) {
   s->add_option("--json", sample_args.json, "Write the text as JSON to FILE (- for standard output)");
 
   std::string plot_dir, plot_out, plot_json;
+  bool plot_time = false;
   auto* p = app.add_subcommand("plot", "Draw the learning curve of a run as a PNG (needs gnuplot)");
   p->add_option("run_dir", plot_dir, "Run folder")->required();
   p->add_option("--out", plot_out, "PNG file (default RUN_DIR/learning_curve.png)");
+  p->add_flag("--time", plot_time, "Wall-clock minutes on the x axis instead of epochs");
   p->add_option("--json", plot_json, "Write {\"png\": path} to FILE (- for standard output)");
 
   std::string info_json;
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
     if (t->parsed()) return train(train_args);
     if (e->parsed()) return eval(eval_args);
     if (s->parsed()) return sample(sample_args);
-    if (p->parsed()) return plot(plot_dir, plot_out, plot_json);
+    if (p->parsed()) return plot(plot_dir, plot_out, plot_json, plot_time);
     if (i->parsed()) return info(info_json);
   } catch (const eggroll::Error& err) {
     std::fprintf(stderr, "eggroll: error: %s\n", err.what());

@@ -68,9 +68,9 @@ void register_model_kinds() {
         {"init_scale", 1.0, "weights ~ N(0, init_scale^2 / fan_in)", 0.0, 100.0, {}},
     }});
     register_kind_schema({"model", "egg", {
-        {"width", std::int64_t{256}, "model width d", 1.0, 4096.0, {}},
+        {"width", std::int64_t{256}, "model width d", 1.0, 1e6, {}},
         {"layers", std::int64_t{6}, "blocks (GRU + MLP)", 1.0, 64.0, {}},
-        {"mlp_ratio", std::int64_t{4}, "MLP hidden width / d", 1.0, 16.0, {}},
+        {"mlp_ratio", std::int64_t{4}, "MLP hidden width / d", 1.0, 64.0, {}},
     }});
     register_kind_schema({"model", "matrix", {
         {"init_std", 1.0, "initial entries ~ N(0, init_std^2)", 0.0, 1e6, {}},
