@@ -73,19 +73,14 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   std::vector<Param*> live = live_params();
   std::vector<std::vector<std::int64_t>> z;
   for (Param* p : live) z.emplace_back(static_cast<std::size_t>(p->value.numel()), 0);
-  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
-                     full_view->epoch() == epoch_;
-  const std::int64_t chunk = reuse ? es_.population : chunk_members();
-  for (std::int64_t b = 0; b < es_.population; b += chunk) {
-    std::unique_ptr<PopulationView> owned = reuse ? nullptr : ask(b, std::min(b + chunk, es_.population));
-    PopulationView& view = reuse ? *full_view : *owned;
+  for_update_views(full_view, [&](PopulationView& view) {
     for (std::size_t k = 0; k < live.size(); ++k) {
       if (live[k]->low_rank())
         accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].data());
       else
         accumulate_vector(*noiser_, view, *live[k], d, z[k].data());
     }
-  }
+  });
   std::int64_t moved = 0, total = 0;
   for (std::size_t k = 0; k < live.size(); ++k) {
     moved += apply_moves(*live[k], z[k], live[k]->low_rank() ? u.threshold : vector_threshold);

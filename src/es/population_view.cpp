@@ -19,13 +19,12 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
   pair_end_ = begin == end ? 0 : noiser.pair_of(end - 1) + 1;
 }
 
-const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
-        ", ", pair_end_, ")");
-  if (tag == NoiseTag::factors && noiser_->table())
-    return noiser_->table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len));
-  auto& values = normals_[Key{p.id, tag}];
+// The cached stream values of (param, tag) for every pair of the view, filled on first use in
+// parallel over pairs by fill(stream, first, count, out); returns the pair's len values.
+template <typename T, typename Fill>
+const T* PopulationView::cached(std::map<Key, std::vector<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
+                                std::int64_t len, Fill fill) {
+  auto& values = cache[Key{p.id, tag}];
   const std::int64_t n_pairs = pair_end_ - pair_begin_;
   if (values.empty()) {
     values.resize(static_cast<std::size_t>(n_pairs * len));
@@ -33,7 +32,7 @@ const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag
 #pragma omp parallel for schedule(static)
     for (std::int64_t k = 0; k < n_pairs; ++k) {
       NoiseStream s = noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair_begin_ + k), tag);
-      fill_normal(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
+      fill(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
     }
   }
   check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "noise of parameter '", p.name,
@@ -41,43 +40,32 @@ const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag
   return values.data() + (pair - pair_begin_) * len;
 }
 
-const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
+void PopulationView::check_pair(std::int64_t pair) const {
   check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
         ", ", pair_end_, ")");
-  auto& values = bits_[Key{p.id, tag}];
-  const std::int64_t n_pairs = pair_end_ - pair_begin_;
-  if (values.empty()) {
-    values.resize(static_cast<std::size_t>(n_pairs * len));
-    for (std::int64_t k = 0; k < n_pairs; ++k) {
-      NoiseStream s = noise_stream(noiser_->seed(), p.id, noise_epoch_, static_cast<std::uint64_t>(pair_begin_ + k), tag);
-      fill_bits(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
-    }
-  }
-  return values.data() + (pair - pair_begin_) * len;
+}
+
+const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  check_pair(pair);
+  if (tag == NoiseTag::factors && noiser_->table())
+    return noiser_->table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len));
+  return cached(normals_, p, pair, tag, len, fill_normal);
+}
+
+const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  check_pair(pair);
+  return cached(bits_, p, pair, tag, len, fill_bits);
 }
 
 const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(pair >= pair_begin_ && pair < pair_end_, "pair ", pair, " is outside the view's pairs [", pair_begin_,
-        ", ", pair_end_, ")");
+  check_pair(pair);
   if (tag == NoiseTag::factors && noiser_->int8_table())
     return noiser_->int8_table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair),
                                         static_cast<std::uint64_t>(len));
-  auto& values = int8s_[Key{p.id, tag}];
-  const std::int64_t n_pairs = pair_end_ - pair_begin_;
-  if (values.empty()) {
-    values.resize(static_cast<std::size_t>(n_pairs * len));
-    const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t k = 0; k < n_pairs; ++k) {
-      NoiseStream s = noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair_begin_ + k), tag);
-      fill_int8(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
-    }
-  }
-  check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "int8 noise of parameter '", p.name,
-        "' requested with two lengths in one view");
-  return values.data() + (pair - pair_begin_) * len;
+  return cached(int8s_, p, pair, tag, len, fill_int8);
 }
 
 std::int64_t PopulationView::cached_bytes() const {

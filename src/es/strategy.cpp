@@ -134,15 +134,10 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
   std::vector<Param*> live = live_params();
   std::vector<Tensor> grads;
   for (Param* p : live) grads.emplace_back(DType::f32, p->value.shape());
-  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
-                     full_view->epoch() == epoch_;
-  const std::int64_t chunk = reuse ? es_.population : chunk_members();
-  for (std::int64_t b = 0; b < es_.population; b += chunk) {
-    std::unique_ptr<PopulationView> owned = reuse ? nullptr : ask(b, std::min(b + chunk, es_.population));
-    PopulationView& view = reuse ? *full_view : *owned;
+  for_update_views(full_view, [&](PopulationView& view) {
     for (std::size_t k = 0; k < live.size(); ++k)
       noiser_->accumulate_gradient(*backend_, view, *live[k], fitness, grads[k]);
-  }
+  });
 
   std::vector<std::pair<float*, std::int64_t>> flat;
   for (Tensor& g : grads) flat.emplace_back(g.data<float>(), g.numel());
@@ -159,6 +154,14 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
   u.updated = true;
   ++epoch_;
   return u;
+}
+
+void Strategy::for_update_views(PopulationView* full_view, const std::function<void(PopulationView&)>& fn) {
+  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
+                     full_view->epoch() == epoch_;
+  if (reuse) return fn(*full_view);
+  const std::int64_t chunk = chunk_members();
+  for (std::int64_t b = 0; b < es_.population; b += chunk) fn(*ask(b, std::min(b + chunk, es_.population)));
 }
 
 std::vector<Param*> Strategy::live_params() {

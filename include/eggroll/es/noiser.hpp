@@ -65,6 +65,11 @@ class PopulationView {
     NoiseTag tag;
     bool operator<(const Key& o) const { return param != o.param ? param < o.param : tag < o.tag; }
   };
+  template <typename T, typename Fill>
+  const T* cached(std::map<Key, std::vector<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
+                  std::int64_t len, Fill fill);
+  void check_pair(std::int64_t pair) const;
+
   const Noiser* noiser_;
   std::int64_t epoch_;
   std::uint64_t noise_epoch_;

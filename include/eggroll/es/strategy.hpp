@@ -7,6 +7,7 @@
 //   EpochUpdate u = strategy.tell(scores); // shape, estimate the gradient, step; epoch += 1
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -85,6 +86,9 @@ class Strategy {
   // The discrete update of integer noisers (src/es/integer_update.cpp).
   void tell_integer(const std::vector<double>& fitness, PopulationView* full_view, EpochUpdate& u);
   std::vector<Param*> live_params();
+  // Calls fn on views covering the population in member order: full_view when it is this
+  // epoch's whole population (its cached noise is reused), else chunks within es.memory_budget.
+  void for_update_views(PopulationView* full_view, const std::function<void(PopulationView&)>& fn);
 
   std::unique_ptr<ParamStore> owned_;
   ParamStore* params_;
