@@ -449,7 +449,9 @@ double qmm_gmacs(Backend& cpu, std::int64_t rows, std::int64_t m, std::int64_t n
   return static_cast<double>(rows * m * n) / best * 1e-9;
 }
 
-TEST(Int8Speed, QmmPrintsGMacPerSecond) {
+// A benchmark, not a test (it asserts nothing): run it with
+//   tests/test_int8_ops --gtest_also_run_disabled_tests --gtest_filter="*Speed*"
+TEST(Int8Speed, DISABLED_QmmPrintsGMacPerSecond) {
   Rng rng{7};
   auto cpu = make_backend(BackendKind::cpu);
   LevelGuard guard;
