@@ -44,8 +44,8 @@ TEST(Int8Noise, MeanZeroAndVarianceTheExactV) {
   double sum = 0, sq = 0, fourth = 0;
   for (std::int8_t x : e) {
     sum += x;
-    sq += double{x} * x;
-    fourth += std::pow(double{x}, 4);
+    sq += static_cast<double>(x) * x;
+    fourth += std::pow(static_cast<double>(x), 4);
   }
   // Tolerances: 5 standard errors from the sample size (sd of the mean sqrt(v / n); of the mean
   // square sqrt((E x^4 - v^2) / n)).

@@ -82,6 +82,8 @@ Tensor random_tensor(DType dtype, Shape shape, std::uint32_t seed) {
       case DType::f32: t.data<float>()[i] = std::uniform_real_distribution<float>(-3, 3)(rng) + 1e-3f; break;
       case DType::i8: t.data<std::int8_t>()[i] = static_cast<std::int8_t>(rng() % 255 - 127); break;
       case DType::i32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng()); break;
+      case DType::f64: t.data<double>()[i] = std::uniform_real_distribution<double>(-3, 3)(rng) + 1e-3; break;
+      case DType::i64: t.data<std::int64_t>()[i] = static_cast<std::int64_t>(rng()) * 4096 + 1; break;
     }
   }
   return t;
@@ -117,6 +119,8 @@ std::string raw_file(const std::string& header, const std::string& data, std::op
 TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   TempDir dir;
   Checkpoint c = sample_checkpoint(11);
+  c.tensors["state/f64"] = random_tensor(DType::f64, {3, 5}, 18);
+  c.tensors["state/i64"] = random_tensor(DType::i64, {4}, 19);
   write_safetensors(dir.file("a.safetensors"), c);
   Checkpoint r = read_safetensors(dir.file("a.safetensors"));
   ASSERT_EQ(r.tensors.size(), c.tensors.size());

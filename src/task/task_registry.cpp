@@ -30,6 +30,15 @@ void register_task_kinds() {
         {"eval_streams", std::int64_t{64}, "validation segments evaluated side by side", 1.0, 65536.0, {}},
         {"diagnostics_every", std::int64_t{0}, "per-layer activation statistics every k epochs (0 = off)", 0.0, 1e9, {}},
     }});
+    register_kind_schema({"task", "rl", {
+        {"env", std::string("CartPole-v1"), "environment", {}, {},
+         {"CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0"}},
+        {"episodes", std::int64_t{1}, "episodes per member per epoch (score = mean return)", 1.0, 1e6, {}},
+        {"action", std::string("argmax"), "discrete action choice", {}, {}, {"argmax", "sample"}},
+        {"obs_norm", false, "normalise observations by running statistics (frozen within an epoch)", {}, {}, {}},
+        {"action_scale", 1.0, "continuous actions = clip(action_scale * output)", 0.0, 1e6, {}},
+        {"eval_episodes", std::int64_t{100}, "episodes of the unperturbed policy in eval", 1.0, 1e6, {}},
+    }});
     return true;
   }();
   (void)done;
@@ -39,7 +48,8 @@ std::unique_ptr<Task> make_task(const KindTable& task, std::uint64_t seed) {
   if (task.kind == "sphere" || task.kind == "rastrigin") return make_function_task(task);
   if (task.kind == "regression") return make_regression_task(task, seed);
   if (task.kind == "text") return make_text_task(task, seed);
-  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin, regression or text");
+  if (task.kind == "rl") return make_rl_task(task, seed);
+  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin, regression, text or rl");
 }
 
 }  // namespace eggroll
