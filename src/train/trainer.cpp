@@ -28,6 +28,7 @@ Trainer::Trainer(const Config& config, std::unique_ptr<Model> model, std::unique
         model_->kind(), " maps ", model_->input_dim(), " -> ", model_->output_dim(), " features but task ",
         task_->kind(), " needs ", task_->input_dim(), " -> ", task_->output_dim());
   backend.set_threads(config.run.threads);
+  backend.set_simd(config.run.simd);
   task_->set_population(config.es.population, config.es.group_size);
   strategy_ = std::make_unique<Strategy>(model_->params(), config.es, config.optim, config.run.seed,
                                          config.run.epochs, backend);

@@ -45,6 +45,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual void set_threads(int threads) {}
+  // Forces a SIMD level ("auto", "avx512", "avx2", "scalar"; run.simd) for the kernels that have
+  // levels (the cpu int8 kernels); a level the machine lacks is an error.
+  virtual void set_simd(const std::string& level) {}
 
   // y (rows, m) = x (rows, n) W^T, W (m, n). Each row's result depends on that row alone.
   virtual void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x,

@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   // Kernels called inside a parallel region (for_member_blocks) run on their thread alone.
   CpuBackend() { omp_set_max_active_levels(1); }
   std::string name() const override { return "cpu"; }
+  void set_simd(const std::string& level) override { cpu_int8::set_level(level.c_str()); }
   void set_threads(int threads) override {
     if (threads > 0) omp_set_num_threads(threads);
   }
