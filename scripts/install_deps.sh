@@ -3,7 +3,7 @@
 # Usage: scripts/install_deps.sh [extra-package ...]
 set -euo pipefail
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev
-          nlohmann-json3-dev zlib1g-dev libzstd-dev liblzma-dev gnuplot-nox fortunes "$@")
+          nlohmann-json3-dev zlib1g-dev libzstd-dev liblzma-dev gnuplot-nox fortunes dataset-fashion-mnist "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,5 @@
 // The registry of built-in task kinds: their config schemas and the factory.
+#include "eggroll/io/idx.hpp"
 #include "task/builtin_tasks.hpp"
 
 namespace eggroll {
@@ -30,6 +31,15 @@ void register_task_kinds() {
         {"eval_streams", std::int64_t{64}, "validation segments evaluated side by side", 1.0, 65536.0, {}},
         {"diagnostics_every", std::int64_t{0}, "per-layer activation statistics every k epochs (0 = off)", 0.0, 1e9, {}},
     }});
+    register_kind_schema({"task", "fashion_mnist", {
+        {"path", std::string(kFashionMnistPath), "folder of MNIST-format IDX files (train-/t10k-images-idx3-ubyte[.gz], ...-labels-idx1-ubyte[.gz])", {}, {}, {}},
+        {"batch_size", std::int64_t{256}, "training images per epoch, shared by every member", 1.0, 1e6, {}},
+        {"score", std::string("cross_entropy"), "member score: -mean cross-entropy or minibatch accuracy", {}, {}, {"cross_entropy", "accuracy"}},
+        {"n_train", std::int64_t{0}, "use the first n training images (0 = all)", 0.0, 1e9, {}},
+        {"n_test", std::int64_t{0}, "evaluate on the first n test images (0 = all)", 0.0, 1e9, {}},
+        {"pool", std::int64_t{1}, "average-pool images by this factor (2: 28x28 -> 14x14, input_dim 196)", 1.0, 28.0, {}},
+        {"normalize", true, "standardise pixels ((p/255 - 0.2860)/0.3530, Fashion-MNIST's mean and std) instead of p/255", {}, {}, {}},
+    }});
     register_kind_schema({"task", "rl", {
         {"env", std::string("CartPole-v1"), "environment", {}, {},
          {"CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0"}},
@@ -49,7 +59,8 @@ std::unique_ptr<Task> make_task(const KindTable& task, std::uint64_t seed) {
   if (task.kind == "regression") return make_regression_task(task, seed);
   if (task.kind == "text") return make_text_task(task, seed);
   if (task.kind == "rl") return make_rl_task(task, seed);
-  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin, regression, text or rl");
+  if (task.kind == "fashion_mnist") return make_classification_task(task, seed);
+  throw_error("task.kind = \"", task.kind, "\": expected sphere, rastrigin, regression, text, rl or fashion_mnist");
 }
 
 }  // namespace eggroll
