@@ -47,6 +47,11 @@ endif()
 
 set(EGGROLL_HAVE_PYTHON OFF)
 if(NOT EGGROLL_PYTHON STREQUAL "OFF")
+  # The module is for the system's Python (Debian's python3 with python3-numpy); pinning it keeps
+  # pybind11's interpreter search away from version-manager shims that name missing versions.
+  if(NOT DEFINED PYTHON_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(PYTHON_EXECUTABLE /usr/bin/python3)
+  endif()
   find_package(pybind11 CONFIG QUIET)
   if(pybind11_FOUND)
     set(EGGROLL_HAVE_PYTHON ON)

@@ -30,6 +30,21 @@ constexpr float kGuardValue = -7777.0f;
 // The backends checked against the reference (a CUDA backend joins this list).
 std::vector<BackendKind> backends_under_test() { return {BackendKind::cpu}; }
 
+// The SIMD levels (run.simd spellings) a backend runs on this machine, lowest first; the float
+// kernels have a path per level, and each is checked. Leaves the backend at its best level.
+std::vector<std::string> simd_levels(Backend& be) {
+  std::vector<std::string> out;
+  for (const char* l : {"scalar", "avx2", "avx512"}) {
+    try {
+      be.set_simd(l);
+      out.push_back(l);
+    } catch (const std::exception&) {
+    }
+  }
+  be.set_simd("auto");
+  return out;
+}
+
 // Values in [lo, hi) from a seed, never all zero.
 std::vector<float> values(std::int64_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::vector<float> v = random_values(n, seed);
@@ -133,7 +148,7 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t members, rpm, m, n, r, zero_member; bool null_block; };
   for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{4, 3, 7, 13, 2, 1, true}, S{9, 1, 33, 65, 8, 4, true},
               S{6, 3, 13, 7, 5, 0, false}, S{2, 1, 1, 1, 3, -1, false}, S{3, 3, 16, 24, 4, 2, true},
-              S{5, 1, 8, 8, 7, -1, false}}) {
+              S{5, 1, 8, 8, 7, -1, false}, S{3, 2, 70, 300, 1, 1, false}, S{4, 1, 129, 200, 3, -1, false}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 7919 + s.m * 31 + s.n * 3 + s.r);
     const std::int64_t rows = s.members * s.rpm;
     auto x = values(rows * s.n, seed), y0 = values(rows * s.m, seed + 1);
@@ -163,7 +178,8 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
 
 void add_lowrank_update_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t m, n, r, terms; };
-  for (S s : {S{1, 1, 1, 1}, S{7, 13, 1, 5}, S{33, 65, 8, 9}, S{13, 7, 3, 1}, S{16, 24, 4, 40}, S{1, 9, 2, 3}}) {
+  for (S s : {S{1, 1, 1, 1}, S{7, 13, 1, 5}, S{33, 65, 8, 9}, S{13, 7, 3, 1}, S{16, 24, 4, 40}, S{1, 9, 2, 3},
+              S{37, 100, 2, 300}, S{70, 33, 1, 600}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.m * 131 + s.n * 17 + s.r * 5 + s.terms);
     auto out0 = values(s.m * s.n, seed);
     auto f = std::make_shared<Factors>(s.terms, s.m, s.n, s.r, seed, -1, false);
@@ -370,20 +386,26 @@ TEST(BackendOps, EveryBackendMatchesTheReference) {
   ASSERT_GE(cases.size(), 60u);
   for (BackendKind kind : backends_under_test()) {
     auto be = make_backend(kind);
-    for (const OpCase& c : cases) {
-      SCOPED_TRACE(be->name() + ": " + c.name);
-      const OpResult want = c.run(*ref), got = c.run(*be);
-      EXPECT_TRUE(got.guard_intact) << "wrote past the output";
-      EXPECT_TRUE(close_rows(got.out, want.out, want.row_len));
+    for (const std::string& level : simd_levels(*be)) {
+      be->set_simd(level);
+      for (const OpCase& c : cases) {
+        SCOPED_TRACE(be->name() + " " + level + ": " + c.name);
+        const OpResult want = c.run(*ref), got = c.run(*be);
+        EXPECT_TRUE(got.guard_intact) << "wrote past the output";
+        EXPECT_TRUE(close_rows(got.out, want.out, want.row_len));
+      }
     }
+    be->set_simd("auto");
   }
 }
 
 TEST(BackendOps, CpuResultsDoNotDependOnTheThreadCount) {
   auto be = make_backend(BackendKind::cpu);
   const int saved = omp_get_max_threads();
+  for (const std::string& level : simd_levels(*be))
   for (const OpCase& c : all_cases()) {
-    SCOPED_TRACE(c.name);
+    be->set_simd(level);
+    SCOPED_TRACE(level + ": " + c.name);
     omp_set_num_threads(1);
     const OpResult one = c.run(*be);
     omp_set_num_threads(2);
@@ -395,6 +417,7 @@ TEST(BackendOps, CpuResultsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(0, std::memcmp(one.out.data(), three.out.data(), one.out.size() * sizeof(float)));
   }
   omp_set_num_threads(saved);
+  be->set_simd("auto");
 }
 
 // Contract 2: each row's result depends on that row alone, so a row computed in a batch of 1 or
@@ -402,9 +425,11 @@ TEST(BackendOps, CpuResultsDoNotDependOnTheThreadCount) {
 TEST(BackendOps, RowResultsDoNotDependOnTheBatch) {
   const std::int64_t rows = 37, m = 33, n = 65, r = 4;
   const auto x = values(rows * n, 71), w = values(m * n, 72);
-  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+  for (const std::string& level : simd_levels(*make_backend(kind))) {
     auto be = make_backend(kind);
-    SCOPED_TRACE(be->name());
+    be->set_simd(level);
+    SCOPED_TRACE(be->name() + " " + level);
     std::vector<float> all(static_cast<std::size_t>(rows * m), kNan);
     be->gemm_nt(rows, m, n, x.data(), w.data(), all.data());
     for (std::int64_t i = 0; i < rows; ++i) {
@@ -434,9 +459,11 @@ TEST(BackendOps, LowrankUpdateAccumulatesAndSplitsExactly) {
   std::vector<double> weight(terms);
   for (std::int64_t k = 0; k < terms; ++k) weight[k] = 0.1 * static_cast<double>(k + 1) * (k % 2 ? -1 : 1);
   const auto out0 = values(m * n, 82);
-  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+  for (const std::string& level : simd_levels(*make_backend(kind))) {
     auto be = make_backend(kind);
-    SCOPED_TRACE(be->name());
+    be->set_simd(level);
+    SCOPED_TRACE(be->name() + " " + level);
     std::vector<float> once = out0, split = out0;
     be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), once.data());
     be->lowrank_update(m, n, r, 4, f.blocks.data(), weight.data(), split.data());

@@ -35,6 +35,18 @@ struct SampleArgs {
 };
 int sample(const SampleArgs& args);
 
+struct BenchArgs {
+  std::string suite = "forward";  // peak | forward | update | epoch | lm | memory
+  bool quick = false;
+  int reps = 5;
+  int threads = 0;                // 0 = OpenMP's default
+  // Sweep overrides (empty = the suite's default sweep).
+  std::vector<std::string> models, dtypes, noises;
+  std::vector<std::int64_t> populations, ranks, rows;
+  std::string json;
+};
+int bench(const BenchArgs& args);
+
 int plot(const std::string& run_dir, const std::string& out, const std::string& json, bool time_axis);
 int info(const std::string& json);
 

@@ -44,6 +44,22 @@ int main(int argc, char** argv) {
   p->add_flag("--time", plot_time, "Wall-clock minutes on the x axis instead of epochs");
   p->add_option("--json", plot_json, "Write {\"png\": path} to FILE (- for standard output)");
 
+  BenchArgs bench_args;
+  auto* b = app.add_subcommand("bench", "Speed: EGGROLL vs plain batched inference, and the machine's peak");
+  b->add_option("--suite", bench_args.suite, "peak | forward | update | epoch | lm | memory (default forward)")
+      ->check(CLI::IsMember({"peak", "forward", "update", "epoch", "lm", "memory"}));
+  b->add_flag("--quick", bench_args.quick, "A subset that runs in about a minute");
+  b->add_option("--reps", bench_args.reps, "Timed repetitions per case after one warm-up (default 5)")
+      ->check(CLI::Range(1, 1000));
+  b->add_option("--threads", bench_args.threads, "Threads (default: OpenMP's, OMP_NUM_THREADS)")->check(CLI::Range(1, 1024));
+  b->add_option("--models", bench_args.models, "small, medium, large (default: the suite's sweep)")->delimiter(',');
+  b->add_option("--dtypes", bench_args.dtypes, "f32, int8")->delimiter(',');
+  b->add_option("--populations", bench_args.populations, "Populations, e.g. 256,4096")->delimiter(',');
+  b->add_option("--ranks", bench_args.ranks, "Ranks, e.g. 1,4")->delimiter(',');
+  b->add_option("--rows", bench_args.rows, "Rows per member R, e.g. 1,16")->delimiter(',');
+  b->add_option("--noise", bench_args.noises, "generator, table")->delimiter(',');
+  b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)");
+
   std::string info_json;
   auto* i = app.add_subcommand("info", "Version, backends, SIMD level, threads, GPUs");
   i->add_option("--json", info_json, "Write the information as JSON to FILE (- for standard output)");
@@ -55,6 +71,7 @@ int main(int argc, char** argv) {
     if (s->parsed()) return sample(sample_args);
     if (p->parsed()) return plot(plot_dir, plot_out, plot_json, plot_time);
     if (i->parsed()) return info(info_json);
+    if (b->parsed()) return bench(bench_args);
   } catch (const eggroll::Error& err) {
     std::fprintf(stderr, "eggroll: error: %s\n", err.what());
     return 1;

@@ -2,6 +2,7 @@
 // eggroll_baseline extend, and full-rank vector noise shared by every noiser.
 #include "eggroll/es/noiser.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "eggroll/quant/qmath.hpp"
@@ -36,6 +37,40 @@ const float* Noiser::factor_block(PopulationView& view, const Param& p, std::int
   return view.normals(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
 }
 
+std::vector<const float*> Noiser::member_blocks(const ForwardContext& ctx, const Param& p) const {
+  const std::int64_t members = ctx.members();
+  std::vector<const float*> blocks(static_cast<std::size_t>(members), nullptr);
+  if (members == 0) return blocks;
+  const std::int64_t first = pair_of(ctx.member(0)), count = pair_of(ctx.member(members - 1)) - first + 1;
+  std::vector<const float*> pairs(static_cast<std::size_t>(count));
+  ctx.view->normals_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), first, count, pairs.data());
+  for (std::int64_t j = 0; j < members; ++j) blocks[j] = pairs[pair_of(ctx.member(j)) - first];
+  return blocks;
+}
+
+std::vector<const std::int8_t*> Noiser::qmember_blocks(const ForwardContext& ctx, const Param& p) const {
+  const std::int64_t members = ctx.members();
+  std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(members), nullptr);
+  if (members == 0) return blocks;
+  const std::int64_t first = pair_of(ctx.member(0)), count = pair_of(ctx.member(members - 1)) - first + 1;
+  std::vector<const std::int8_t*> pairs(static_cast<std::size_t>(count));
+  ctx.view->int8s_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), first, count, pairs.data());
+  for (std::int64_t j = 0; j < members; ++j) blocks[j] = pairs[pair_of(ctx.member(j)) - first];
+  return blocks;
+}
+
+void Noiser::prefetch(PopulationView& view, const ParamStore& params) const {
+  if (!active() || view.size() == 0) return;
+  for (const Param& p : params.all()) {
+    if (!p.perturbed()) continue;
+    const std::int64_t len = p.low_rank() ? rank_ * (p.rows() + p.cols()) : p.value.numel() * (integer() ? 2 : 1);
+    if (integer())
+      view.int8s(p, view.pair_begin(), NoiseTag::factors, len);
+    else
+      view.normals(p, view.pair_begin(), NoiseTag::factors, len);
+  }
+}
+
 std::vector<float> Noiser::member_coefs(const ForwardContext& ctx) const {
   std::vector<float> coef(static_cast<std::size_t>(ctx.members()));
   const float scale = static_cast<float>(ctx.view->sigma() / std::sqrt(static_cast<double>(rank_)));
@@ -52,11 +87,40 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
   const std::int64_t rows = ctx.batch().rows();
   ctx.backend.gemm_nt(rows, m, n, x, w.value.data<float>(), y);
   if (!w.perturbed() || !active()) return;
-  PopulationView& view = *ctx.view;
-  std::vector<const float*> blocks(static_cast<std::size_t>(ctx.members()));
-  for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = factor_block(view, w, pair_of(ctx.member(j)));
+  std::vector<const float*> blocks = member_blocks(ctx, w);
   std::vector<float> coef = member_coefs(ctx);
   ctx.backend.lowrank_correction(ctx.batch(), {m, n, rank_, blocks.data(), coef.data()}, x, y);
+}
+
+void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+  check(ctx.view != nullptr, "Noiser::matmul_shared needs a population view");
+  const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member, members = ctx.members();
+  if (members == 0) return;
+  std::vector<float> base(static_cast<std::size_t>(rows * m));  // x W^T, the part every member shares
+  ctx.backend.gemm_nt(rows, m, n, x, w.value.data<float>(), base.data());
+  const bool perturb = w.perturbed() && active();
+  std::vector<const float*> blocks;
+  std::vector<float> coef;
+  if (perturb) {
+    blocks = member_blocks(ctx, w);
+    coef = member_coefs(ctx);
+  }
+  for_member_blocks(ctx, [&](ForwardContext& block) {
+    for (std::int64_t j = block.member_begin - ctx.member_begin, end = j + block.members(); j < end; ++j) {
+      float* yj = y + j * rows * m;
+      std::copy(base.begin(), base.end(), yj);
+      if (perturb) block.backend.lowrank_correction({1, rows}, {m, n, rank_, &blocks[j], &coef[j]}, x, yj);
+    }
+  });
+}
+
+void Noiser::matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+  const std::int64_t rows = ctx.rows_per_member, n = w.cols();
+  std::vector<float> repeated(static_cast<std::size_t>(ctx.members() * rows * n));
+  for (std::int64_t j = 0; j < ctx.members(); ++j) std::copy_n(x, rows * n, repeated.data() + j * rows * n);
+  ForwardContext each = ctx;
+  each.shared_input = false;
+  matmul(each, w, repeated.data(), y);
 }
 
 Tensor Noiser::vectors(PopulationView& view, const Param& v) const {
@@ -80,11 +144,10 @@ Tensor Noiser::vectors(PopulationView& view, const Param& v) const {
 }
 
 void Noiser::embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const {
-  PopulationView& view = *ctx.view;
   std::vector<const float*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
   std::vector<float> coef(static_cast<std::size_t>(ctx.members()), 0.0f);
   if (w.perturbed() && active()) {
-    for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = factor_block(view, w, pair_of(ctx.member(j)));
+    blocks = member_blocks(ctx, w);
     coef = member_coefs(ctx);
   }
   ctx.backend.embedding(ctx.batch(), w.rows(), w.cols(), tokens, w.value.data<float>(),

@@ -71,6 +71,10 @@ class OpenEs final : public Noiser {
  public:
   using Noiser::Noiser;
   std::string name() const override { return "open_es"; }
+  void prefetch(PopulationView&, const ParamStore&) const override {}  // full noise is drawn per member
+  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
+    matmul_repeated(ctx, w, x, y);
+  }
 
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
     check(ctx.view != nullptr, "Noiser::matmul needs a population view");
@@ -140,6 +144,10 @@ class Sparse final : public Noiser {
  public:
   using Noiser::Noiser;
   std::string name() const override { return "sparse"; }
+  void prefetch(PopulationView&, const ParamStore&) const override {}  // entries are drawn per member
+  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
+    matmul_repeated(ctx, w, x, y);
+  }
 
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
     check(ctx.view != nullptr, "Noiser::matmul needs a population view");

@@ -68,6 +68,18 @@ const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, Nois
   return cached(int8s_, p, pair, tag, len, fill_int8);
 }
 
+void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
+                                   std::int64_t count, const float** out) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (std::int64_t k = 0; k < count; ++k) out[k] = normals(p, pair_first + k, tag, len);
+}
+
+void PopulationView::int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
+                                 std::int64_t count, const std::int8_t** out) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  for (std::int64_t k = 0; k < count; ++k) out[k] = int8s(p, pair_first + k, tag, len);
+}
+
 std::int64_t PopulationView::cached_bytes() const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::int64_t n = 0;

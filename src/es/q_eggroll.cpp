@@ -18,11 +18,9 @@ class QEggroll final : public Noiser {
   bool integer() const override { return true; }
 
   void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y) const override {
-    PopulationView& view = *ctx.view;
     std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
     std::vector<std::int8_t> signs = member_signs(ctx, w);
-    if (w.perturbed())
-      for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = qfactor_block(view, w, pair_of(ctx.member(j)));
+    if (w.perturbed()) blocks = qmember_blocks(ctx, w);
     ctx.backend.qmm(ctx.batch(), w.rows(), w.cols(), x, w.value.data<std::int8_t>(),
                     {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y);
   }
@@ -51,11 +49,9 @@ class QEggroll final : public Noiser {
   }
 
   void qembedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, std::int8_t* y) const override {
-    PopulationView& view = *ctx.view;
     std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
     std::vector<std::int8_t> signs = member_signs(ctx, w);
-    if (w.perturbed())
-      for (std::int64_t j = 0; j < ctx.members(); ++j) blocks[j] = qfactor_block(view, w, pair_of(ctx.member(j)));
+    if (w.perturbed()) blocks = qmember_blocks(ctx, w);
     ctx.backend.qembedding(ctx.batch(), w.rows(), w.cols(), tokens, w.value.data<std::int8_t>(),
                            {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y);
   }

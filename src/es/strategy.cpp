@@ -40,7 +40,9 @@ double Strategy::sigma() const { return sigma_schedule_.at(epoch_); }
 double Strategy::lr() const { return lr_schedule_.at(epoch_); }
 
 std::unique_ptr<PopulationView> Strategy::ask(std::int64_t begin, std::int64_t end) const {
-  return std::make_unique<PopulationView>(*noiser_, epoch_, sigma(), begin, end < 0 ? es_.population : end);
+  auto view = std::make_unique<PopulationView>(*noiser_, epoch_, sigma(), begin, end < 0 ? es_.population : end);
+  noiser_->prefetch(*view, *params_);
+  return view;
 }
 
 std::int64_t Strategy::chunk_members() const {

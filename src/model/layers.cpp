@@ -6,7 +6,10 @@ namespace {
 
 void check_rows(const ForwardContext& ctx, const Tensor& x, const char* op) {
   check(x.ndim() == 2, op, ": input must be 2-D (rows, features), got ", shape_string(x.shape()));
-  if (ctx.view)
+  if (ctx.shared_input)
+    check(x.dim(0) == ctx.rows_per_member, op, ": a shared input has ", x.dim(0), " rows, expected the ",
+          ctx.rows_per_member, " rows every member reads");
+  else if (ctx.view)
     check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.members(),
           " members x ", ctx.rows_per_member, " rows per member");
 }
@@ -47,6 +50,13 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
   check_rows(ctx, x, "linear");
   check(x.dim(1) == w.cols(), "linear '", w.name, "': input has ", x.dim(1), " features, the weight ",
         shape_string(w.value.shape()), " expects ", w.cols());
+  if (ctx.shared_input) {
+    check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
+    Tensor y(DType::f32, {ctx.batch().rows(), w.rows()});
+    ctx.view->noiser().matmul_shared(ctx, w, x.data<float>(), y.data<float>());
+    if (b) add_vector(ctx, *b, y);
+    return y;
+  }
   Tensor y(DType::f32, {x.dim(0), w.rows()});
   if (ctx.view && ctx.view->noiser().active())
     ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>());

@@ -37,14 +37,16 @@ Mlp::Mlp(const MlpSpec& spec, std::uint64_t seed) : spec_(spec) {
 }
 
 Tensor Mlp::forward(ForwardContext& ctx, const Tensor& x) {
-  Tensor h = x;
+  Tensor h = linear(ctx, params_.at("layers.0.weight"), params_.find("layers.0.bias"), x);
+  ForwardContext rows = ctx;  // after the first layer every member has its own rows
+  rows.shared_input = false;
   for (std::size_t l = 0; l < n_layers_; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    h = linear(ctx, params_.at(p + "weight"), params_.find(p + "bias"), h);
-    if (l + 1 == n_layers_) return spec_.output_activation == Activation::none ? h : activation(ctx, spec_.output_activation, h);
-    if (spec_.norm == "layer") h = layer_norm(ctx, h, params_.find(p + "norm.weight"), nullptr);
-    if (spec_.norm == "l1") h = l1_norm(ctx, h, params_.find(p + "norm.weight"));
-    h = activation(ctx, spec_.activation, h);
+    if (l > 0) h = linear(rows, params_.at(p + "weight"), params_.find(p + "bias"), h);
+    if (l + 1 == n_layers_) return spec_.output_activation == Activation::none ? h : activation(rows, spec_.output_activation, h);
+    if (spec_.norm == "layer") h = layer_norm(rows, h, params_.find(p + "norm.weight"), nullptr);
+    if (spec_.norm == "l1") h = l1_norm(rows, h, params_.find(p + "norm.weight"));
+    h = activation(rows, spec_.activation, h);
   }
   return h;
 }

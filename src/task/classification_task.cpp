@@ -174,8 +174,8 @@ class ClassificationTask final : public Task {
   std::int64_t n_scored_ = 0;
 };
 
-// Members in groups of at most kMaxForwardRows rows; each group's input repeats the minibatch
-// once per member: x (members_in_group * batch, in).
+// Members in groups of at most kMaxForwardRows rows; each group reads the minibatch once (shared
+// input) or, for models that do not take a shared input, repeated per member.
 std::vector<double> ClassificationTask::evaluate(Model& model, ForwardContext& ctx) {
   check(!batch_labels_.empty(), "fashion_mnist: evaluate called before begin_epoch");
   const std::int64_t members = ctx.members();
@@ -186,8 +186,10 @@ std::vector<double> ClassificationTask::evaluate(Model& model, ForwardContext& c
     sub.rows_per_member = batch_;
     sub.member_begin = ctx.member_begin + g0;
     sub.n_members = std::min(group, members - g0);
-    Tensor x(DType::f32, {sub.n_members * batch_, in_});
-    for (std::int64_t j = 0; j < sub.n_members; ++j)
+    // Models whose first op is a linear layer compute the minibatch's x W^T once for every member.
+    sub.shared_input = model.accepts_shared_input();
+    Tensor x(DType::f32, {(sub.shared_input ? 1 : sub.n_members) * batch_, in_});
+    for (std::int64_t j = 0; j < x.dim(0) / batch_; ++j)
       std::copy(batch_x_.begin(), batch_x_.end(), x.data<float>() + j * batch_ * in_);
     const Tensor logits = model.forward(sub, x);
     for (std::int64_t j = 0; j < sub.n_members; ++j) {

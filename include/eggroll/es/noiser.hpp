@@ -47,6 +47,12 @@ class PopulationView {
   const std::uint32_t* bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   // The int8 noise of ALGORITHM.md 2.2, from the int8 noise table or generated once per view.
   const std::int8_t* int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
+  // The same for count consecutive pairs from pair_first, taking the lock once (a forward pass
+  // asks for every member's block of every matrix): out[k] = the block of pair pair_first + k.
+  void normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
+                     const float** out);
+  void int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
+                   const std::int8_t** out);
   std::int64_t cached_bytes() const;
   // The members' perturbed copies of a vector parameter, made by make() on first use and kept for
   // the view's lifetime (parameters do not change within an epoch).
@@ -93,6 +99,11 @@ struct ForwardContext {
   std::int64_t rows_per_member = 1;
   std::int64_t member_begin = 0;
   std::int64_t n_members = -1;
+  // x holds only rows_per_member rows, read by every member alike (a minibatch all members share):
+  // linear layers compute x W^T once and add each member's low-rank correction; outputs still
+  // have members x rows_per_member rows. Tasks set it only for models that accept it
+  // (Model::accepts_shared_input), whose first op is a linear layer.
+  bool shared_input = false;
   std::int64_t members() const { return !view ? 0 : (n_members < 0 ? view->size() - member_begin : n_members); }
   // The global index of the context's j-th member.
   std::int64_t member(std::int64_t j) const { return view->begin() + member_begin + j; }
@@ -132,6 +143,9 @@ class Noiser {
 
   // y (rows, m) = x (rows, n) W_i^T for the members of ctx.view (non-null; y allocated by the caller).
   virtual void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
+  // The same for x (rows_per_member, n) shared by every member (ctx.shared_input): y (members x
+  // rows_per_member, m), bit-identical to matmul on x repeated once per member.
+  virtual void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
   // (n_members, numel) perturbed copies v_i of a vector parameter.
   virtual Tensor vectors(PopulationView& view, const Param& v) const;
   // Embedding rows: y (rows, d) = W_i[tokens[row]] for the member of each row.
@@ -159,12 +173,21 @@ class Noiser {
 
   // Global-norm clip to apply to the gradient (0 = none).
   virtual double clip_norm(double configured) const { return configured; }
+  // Generates the noise the view's forward passes will read (every pair's factors of every
+  // perturbed parameter), in parallel over pairs; call it outside parallel regions, before the
+  // forward, so that threads do not wait on one thread filling the cache.
+  virtual void prefetch(PopulationView& view, const ParamStore& params) const;
   // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
   virtual std::int64_t bytes_per_pair(const ParamStore& params) const;
 
  protected:
   // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
   const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
+  // Each member's factor block of the context (one lock for all of them).
+  std::vector<const float*> member_blocks(const ForwardContext& ctx, const Param& p) const;
+  std::vector<const std::int8_t*> qmember_blocks(const ForwardContext& ctx, const Param& p) const;
+  // matmul_shared for noisers without a low-rank forward: x repeated per member, then matmul.
+  void matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
   // coef_j = s_j sigma / sqrt(r) per member of the context, 0 for unperturbed members.
   std::vector<float> member_coefs(const ForwardContext& ctx) const;
   // Weight of each pair of the view in the update: sum over its members of f_i s_i.

@@ -20,6 +20,8 @@ class Model {
   virtual std::int64_t output_dim() const = 0;
   // x (rows, input_dim) -> (rows, output_dim).
   virtual Tensor forward(ForwardContext& ctx, const Tensor& x) = 0;
+  // Whether forward takes ctx.shared_input (x = the rows_per_member rows every member reads).
+  virtual bool accepts_shared_input() const { return false; }
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
 
@@ -47,6 +49,7 @@ class Mlp final : public Model {
   std::int64_t input_dim() const override { return spec_.input_dim; }
   std::int64_t output_dim() const override { return spec_.output_dim; }
   Tensor forward(ForwardContext& ctx, const Tensor& x) override;
+  bool accepts_shared_input() const override { return true; }
 
  private:
   MlpSpec spec_;
@@ -60,6 +63,7 @@ class MatrixModel final : public Model {
   std::int64_t input_dim() const override { return params_.at("solution").cols(); }
   std::int64_t output_dim() const override { return params_.at("solution").rows(); }
   Tensor forward(ForwardContext& ctx, const Tensor& x) override;
+  bool accepts_shared_input() const override { return true; }
 };
 
 // Registers the config schemas of the model kinds (idempotent).

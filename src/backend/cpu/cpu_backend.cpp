@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_float.hpp"
 #include "backend/elementwise_math.hpp"
 #include "backend/int8_ops.hpp"
 #include "eggroll/backend/backend.hpp"
@@ -21,6 +23,14 @@ void transpose(std::int64_t m, std::int64_t n, const float* w, float* wt) {
   for (std::int64_t j = 0; j < n; ++j)
     for (std::int64_t a = 0; a < m; ++a) wt[j * m + a] = w[a * n + j];
 }
+
+// The float kernels with SIMD levels follow the level of the int8 kernels (run.simd): AVX-512
+// where the int8 level is avx512_vnni, the portable loops below otherwise.
+// Below this many elements an elementwise op runs on the calling thread (starting a team costs
+// more; results never depend on it).
+constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
+
+bool float_avx512() { return std::string(cpu_int8::level()) == "avx512_vnni"; }
 
 class CpuBackend final : public Backend {
  public:
@@ -52,6 +62,16 @@ class CpuBackend final : public Backend {
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                           float* y) override {
     const std::int64_t m = f.m, n = f.n, r = f.rank;
+    if (float_avx512()) {
+      const std::int64_t members = batch.n_members;
+#pragma omp parallel
+      {
+        const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const std::int64_t first = members * t / nt, last = members * (t + 1) / nt;
+        cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first);
+      }
+      return;
+    }
 #pragma omp parallel
     {
       std::vector<float> xb(static_cast<std::size_t>(r));
@@ -78,6 +98,7 @@ class CpuBackend final : public Backend {
 
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                       const float* const* blocks, const double* weight, float* out) override {
+    if (float_avx512()) return cpu_float_avx512::lowrank_update(m, n, r, n_terms, blocks, weight, out);
     // Bt (n_terms, r, n): each B_k transposed so the inner loop runs over contiguous outputs.
     std::vector<float> bt(static_cast<std::size_t>(n_terms * r * n));
 #pragma omp parallel for schedule(static)
@@ -134,7 +155,12 @@ class CpuBackend final : public Backend {
   }
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
-#pragma omp parallel for schedule(static)
+    if (a == Activation::relu) {  // branch-free loop the compiler vectorises (same values)
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      return;
+    }
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
     for (std::int64_t i = 0; i < n; ++i) y[i] = detail::apply_activation(a, x[i]);
   }
 

@@ -1,0 +1,179 @@
+// The shared parts of `eggroll bench` (bench_harness.hpp).
+#include "bench_harness.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "backend/cpu/cpu_peak.hpp"
+#include "backend/int8_ops.hpp"
+#include "eggroll/core/error.hpp"
+#include "eggroll/core/system.hpp"
+#include "eggroll/model/qlayers.hpp"
+#include "eggroll/noise/noise.hpp"
+
+namespace eggroll::cli::benchlib {
+
+std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps) {
+  for (const auto& fn : fns) fn();
+  std::vector<std::vector<double>> times(fns.size());
+  for (int r = 0; r < reps; ++r)
+    for (std::size_t i = 0; i < fns.size(); ++i) times[i].push_back(seconds_of(fns[i]));
+  std::vector<double> out;
+  for (auto& t : times) out.push_back(median(t));
+  return out;
+}
+
+void over_member_chunks(std::int64_t members, std::int64_t chunk,
+                        const std::function<void(std::int64_t, std::int64_t, int)>& fn) {
+  std::exception_ptr error;
+  std::mutex error_mutex;
+#pragma omp parallel
+  {
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t first = members * t / nt, last = members * (t + 1) / nt;
+    try {
+      for (std::int64_t c = first; c < last; c += chunk) fn(c, std::min(chunk, last - c), static_cast<int>(t));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+const std::vector<MlpShape>& mlp_shapes() {
+  static const std::vector<MlpShape> shapes = {
+      {"small", 4, 256, 2}, {"medium", 64, 512, 64}, {"large", 256, 2048, 256}};
+  return shapes;
+}
+
+const MlpShape& mlp_shape(const std::string& name) {
+  for (const MlpShape& s : mlp_shapes())
+    if (s.name == name) return s;
+  throw_error("bench: model '", name, "' is not one of small (4-256-2), medium (64-512-64), large (256-2048-256)");
+}
+
+QMlp::QMlp(const MlpShape& shape, std::uint64_t seed) : shape_(shape) {
+  const std::int64_t dims[3] = {shape.in, shape.hidden, shape.out};
+  for (int l = 0; l < 2; ++l) {
+    const std::string name = "layers." + std::to_string(l) + ".weight";
+    Tensor w(DType::i8, {dims[l + 1], dims[l]});
+    std::vector<std::uint32_t> bits(static_cast<std::size_t>(w.numel()));
+    fill_bits(noise_stream(seed, param_id(name), 0, 0, NoiseTag::init), 0, bits.size(), bits.data());
+    for (std::int64_t k = 0; k < w.numel(); ++k)
+      w.data<std::int8_t>()[k] = static_cast<std::int8_t>(static_cast<int>(bits[k] % 255) - 127);
+    params_.add(name, ParamKind::matrix, std::move(w));
+  }
+}
+
+Tensor QMlp::forward(ForwardContext& ctx, const Tensor& x) {
+  const Tensor h = qlinear(ctx, params_.at("layers.0.weight"), x);
+  return qlinear(ctx, params_.at("layers.1.weight"), h);
+}
+
+std::unique_ptr<Model> float_mlp(const MlpShape& shape, std::uint64_t seed) {
+  MlpSpec spec;
+  spec.input_dim = shape.in;
+  spec.output_dim = shape.out;
+  spec.hidden = {shape.hidden};
+  spec.activation = Activation::relu;
+  spec.bias = false;
+  return std::make_unique<Mlp>(spec, seed);
+}
+
+Tensor random_input(DType dtype, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+  Tensor x(dtype, {rows, cols});
+  std::vector<std::uint32_t> bits(static_cast<std::size_t>(rows * cols));
+  fill_bits(noise_stream(seed, param_id("bench.input"), 0, 0, NoiseTag::init), 0, bits.size(), bits.data());
+  for (std::size_t k = 0; k < bits.size(); ++k) {
+    if (dtype == DType::i8)
+      x.data<std::int8_t>()[k] = static_cast<std::int8_t>(static_cast<int>(bits[k] % 128) - 64);
+    else
+      x.data<float>()[k] = static_cast<float>(bits[k] >> 8) / 8388608.0f - 1.0f;
+  }
+  return x;
+}
+
+nlohmann::json machine_json() {
+  const SystemInfo s = system_info();
+  return {{"cpu", s.cpu_model}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni},
+          {"int8_level", cpu_int8::level()}, {"threads", omp_get_max_threads()}};
+}
+
+namespace {
+
+struct Level {
+  const char* name;
+  const char* dtype;
+  bool available;
+  std::int64_t (*run)(std::int64_t, float*, int*);
+};
+
+std::vector<Level> peak_levels() {
+  bool avx2 = false, avx512 = false, vnni = false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  avx512 = __builtin_cpu_supports("avx512f");
+  vnni = avx512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#endif
+  return {
+      {"avx512", "f32", avx512, [](std::int64_t it, float* f, int*) { return cpu_peak::fp32_avx512(it, f); }},
+      {"avx2", "f32", avx2, [](std::int64_t it, float* f, int*) { return cpu_peak::fp32_avx2(it, f); }},
+      {"avx512_vnni", "int8", vnni, [](std::int64_t it, float*, int* i) { return cpu_peak::int8_vnni512(it, i); }},
+      {"avx2", "int8", avx2, [](std::int64_t it, float*, int* i) { return cpu_peak::int8_avx2(it, i); }},
+  };
+}
+
+// G multiply-adds per second of one level's loop on every thread at once (median of 7 runs).
+double measure_level(const Level& l) {
+  const std::int64_t iterations = 4'000'000;
+  std::vector<double> rates;
+  for (int rep = 0; rep < 8; ++rep) {
+    std::int64_t total = 0;
+    const double s = seconds_of([&] {
+#pragma omp parallel reduction(+ : total)
+      {
+        float f = 0.0f;
+        int i = 0;
+        total += l.run(iterations, &f, &i);
+        if (f == 12345.0f && i == 12345) std::printf(" ");  // keeps the sinks alive
+      }
+    });
+    if (rep > 0) rates.push_back(static_cast<double>(total) / s / 1e9);
+  }
+  return median(rates);
+}
+
+std::map<std::string, double>& peak_cache() {
+  static std::map<std::string, double> cache;
+  return cache;
+}
+
+}  // namespace
+
+nlohmann::json measure_peaks(bool print) {
+  nlohmann::json records = nlohmann::json::array();
+  const int threads = omp_get_max_threads();
+  for (const Level& l : peak_levels()) {
+    if (!l.available) continue;
+    const double g = measure_level(l);
+    auto& best = peak_cache()[l.dtype];
+    best = std::max(best, g);
+    if (print)
+      std::printf("peak %-4s %-12s %8.1f G multiply-adds/s on %d threads (%.1f per thread)\n", l.dtype, l.name, g,
+                  threads, g / threads);
+    records.push_back({{"suite", "peak"}, {"dtype", l.dtype}, {"level", l.name}, {"gmacs", g},
+                       {"gmacs_per_thread", g / threads}, {"machine", machine_json()}});
+  }
+  return records;
+}
+
+double peak_gmacs(const std::string& dtype) {
+  if (peak_cache().count(dtype) == 0) measure_peaks(false);
+  auto it = peak_cache().find(dtype);
+  return it == peak_cache().end() ? 0.0 : it->second;
+}
+
+}  // namespace eggroll::cli::benchlib

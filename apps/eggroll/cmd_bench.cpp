@@ -1,0 +1,468 @@
+// eggroll bench: the benchmark protocol of DESIGN.md. Every record sets EGGROLL against plain
+// batched inference of the same model on the same rows, measured in the same process, interleaved,
+// median of the repetitions, and states its multiply-add rate as a fraction of this machine's
+// peak (--suite peak).
+//
+//   peak     register-only fp32 FMA and int8 dot-product loops per SIMD level
+//   forward  plain inference vs the EGGROLL perturbed forward (and open_es) per (model, dtype,
+//            population, rank, rows per member R, noise source)
+//   update   the update alone (shaping, gradient estimate or int8 z-test, optimizer step)
+//   epoch    a whole epoch: ask, forward, scores, tell
+//   lm       the EGG language model's population step vs the int8 GEMM at its shapes
+//   memory   peak RSS of an epoch of the medium model at population 65536 (run it on its own)
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "bench_harness.hpp"
+#include "commands.hpp"
+#include "eggroll/core/error.hpp"
+#include "eggroll/es/strategy.hpp"
+#include "eggroll/noise/noise.hpp"
+#include "eggroll/task/task.hpp"
+#include "eggroll/train/trainer.hpp"
+
+namespace eggroll::cli {
+namespace {
+
+using namespace benchlib;
+
+// Rows one forward call handles at most (per thread): bounds the activations' memory, and is how
+// training tasks chunk members too.
+constexpr std::int64_t kRowsPerCall = 2048;
+
+struct Case {
+  const MlpShape* model;
+  std::string dtype;  // f32 | int8
+  std::int64_t population, rank, rows_per_member;
+  std::string noise;  // generator | table
+};
+
+std::string case_label(const Case& c) {
+  std::ostringstream s;
+  s << c.model->name << " " << c.dtype << " N=" << c.population << " r=" << c.rank << " R=" << c.rows_per_member
+    << " " << c.noise;
+  return s.str();
+}
+
+EsConfig es_config(const Case& c, const std::string& noiser) {
+  EsConfig es;
+  es.noiser = noiser;
+  es.population = c.population;
+  es.rank = static_cast<int>(c.rank);
+  es.sigma = 0.01;
+  es.noise_source = c.noise;
+  es.table_log2_size = 24;
+  if (noiser == "q_eggroll") es.shaping = "antithetic_sign";
+  es.memory_budget = std::int64_t{8} << 30;  // one view per epoch, as the benchmark measures
+  return es;
+}
+
+// One forward of every member's R rows through `model`: with `noiser`, a fresh population view
+// (its noise generated inside the timed region, as an epoch does); without, plain inference.
+class ForwardRunner {
+ public:
+  ForwardRunner(Model& model, Backend& backend, const Case& c)
+      : model_(model), backend_(backend), c_(c),
+        chunk_(std::max<std::int64_t>(1, kRowsPerCall / c.rows_per_member)) {
+    const DType dt = c.dtype == "int8" ? DType::i8 : DType::f32;
+    for (int t = 0; t < omp_get_max_threads(); ++t)
+      inputs_.push_back(random_input(dt, chunk_ * c.rows_per_member, model.input_dim(), 100 + t));
+  }
+
+  // Plain batched inference of the unperturbed model on members' rows [0, members * R).
+  void inference(std::int64_t members) {
+    over_member_chunks(members, chunk_, [&](std::int64_t, std::int64_t count, int t) {
+      ForwardContext ctx{backend_};
+      model_.forward(ctx, input(count, t));
+    });
+  }
+
+  void perturbed(const Noiser& noiser, std::int64_t members, std::int64_t epoch) {
+    PopulationView view(noiser, epoch, 0.01, 0, members);
+    noiser.prefetch(view, model_.params());
+    over_member_chunks(members, chunk_, [&](std::int64_t first, std::int64_t count, int t) {
+      ForwardContext ctx{backend_, &view, c_.rows_per_member, first, count};
+      model_.forward(ctx, input(count, t));
+    });
+  }
+
+ private:
+  Tensor input(std::int64_t count, int t) {
+    if (count == chunk_) return inputs_[t];  // Tensor copies: the copy is part of both paths alike
+    return random_input(inputs_[t].dtype(), count * c_.rows_per_member, model_.input_dim(), 7);
+  }
+
+  Model& model_;
+  Backend& backend_;
+  Case c_;
+  std::int64_t chunk_;
+  std::vector<Tensor> inputs_;
+};
+
+// open_es in int8: each member's full int8 noise e_i (tag full) added to W, clipped, then the
+// member's rows through MM with its own matrices.
+void int8_open_es(QMlp& model, Backend& backend, const Case& c, std::int64_t members, std::int64_t epoch) {
+  const std::int64_t R = c.rows_per_member;
+  const Tensor x0 = random_input(DType::i8, R, model.input_dim(), 5);
+  over_member_chunks(members, 1, [&](std::int64_t member, std::int64_t, int) {
+    Tensor h = x0;
+    for (int l = 0; l < 2; ++l) {
+      const Param& w = model.params().at("layers." + std::to_string(l) + ".weight");
+      const std::int64_t m = w.rows(), n = w.cols();
+      std::vector<std::int8_t> noise(static_cast<std::size_t>(m * n)), wi(noise.size());
+      fill_int8(noise_stream(0, w.id, static_cast<std::uint64_t>(epoch), static_cast<std::uint64_t>(member / 2),
+                             NoiseTag::full),
+                0, noise.size(), noise.data());
+      const std::int8_t* base = w.value.data<std::int8_t>();
+      const int s = member % 2 ? -1 : 1;
+      for (std::size_t k = 0; k < noise.size(); ++k)
+        wi[k] = static_cast<std::int8_t>(std::clamp(base[k] + s * noise[k], -127, 127));
+      Tensor y(DType::i8, {R, m});
+      backend.qmm({1, R}, m, n, h.data<std::int8_t>(), wi.data(), QFactors{m, n, 1, nullptr, nullptr, 0},
+                  y.data<std::int8_t>());
+      h = std::move(y);
+    }
+  });
+}
+
+std::unique_ptr<Model> make_bench_model(const Case& c) {
+  if (c.dtype == "int8") return std::make_unique<QMlp>(*c.model, 1);
+  return float_mlp(*c.model, 1);
+}
+
+struct Sweep {
+  std::vector<std::string> models, dtypes, noises;
+  std::vector<std::int64_t> populations, ranks, rows;
+};
+
+std::vector<Case> cases_of(const Sweep& s) {
+  std::vector<Case> out;
+  for (const auto& m : s.models)
+    for (const auto& d : s.dtypes)
+      for (std::int64_t n : s.populations)
+        for (std::int64_t r : s.ranks)
+          for (std::int64_t rows : s.rows)
+            for (const auto& noise : s.noises) out.push_back({&mlp_shape(m), d, n, r, rows, noise});
+  return out;
+}
+
+nlohmann::json base_record(const char* suite, const Case& c) {
+  return {{"suite", suite},        {"model", c.model->name},       {"dtype", c.dtype},
+          {"population", c.population}, {"rank", c.rank}, {"rows_per_member", c.rows_per_member},
+          {"noise", c.noise},      {"machine", machine_json()}};
+}
+
+// G multiply-adds per second of plain inference at rows_per_s, and its fraction of the peak.
+void add_rate(nlohmann::json& rec, const Case& c, double rows_per_s) {
+  const double g = rows_per_s * static_cast<double>(c.model->macs_per_row()) / 1e9;
+  const double peak = peak_gmacs(c.dtype == "int8" ? "int8" : "f32");
+  rec["gmacs"] = g;
+  rec["peak_gmacs"] = peak;
+  rec["peak_fraction"] = peak > 0 ? g / peak : 0.0;
+}
+
+nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
+  nlohmann::json records = nlohmann::json::array();
+  auto backend = make_backend(BackendKind::cpu);
+  std::printf("%-40s %12s %12s %7s %9s %7s %10s\n", "case", "infer rows/s", "egg rows/s", "ratio", "G MAC/s",
+              "peak", "open_es");
+  for (const Case& c : cases_of(sweep)) {
+    auto model = make_bench_model(c);
+    const std::string noiser_name = c.dtype == "int8" ? "q_eggroll" : "eggroll";
+    auto noiser = make_noiser(es_config(c, noiser_name), 3);
+    ForwardRunner run(*model, *backend, c);
+    std::int64_t epoch = 0;
+    const std::vector<double> t = interleaved_medians(
+        {[&] { run.inference(c.population); }, [&] { run.perturbed(*noiser, c.population, epoch++); }}, reps);
+    const double rows = static_cast<double>(c.population * c.rows_per_member);
+    nlohmann::json rec = base_record("forward", c);
+    rec["inference_rows_per_s"] = rows / t[0];
+    rec["eggroll_rows_per_s"] = rows / t[1];
+    rec["ratio"] = t[0] / t[1];
+    add_rate(rec, c, rows / t[0]);
+    std::string oes = "-";
+    // open_es for contrast (one GEMM per member), on a slice of the population: a rate needs no more.
+    if (open_es && c.noise == "generator" && c.rank == sweep.ranks.front()) {
+      const std::int64_t members = std::min<std::int64_t>(c.population, 2 * omp_get_max_threads() * 8);
+      double s = 0;
+      if (c.dtype == "int8") {
+        s = median({seconds_of([&] { int8_open_es(static_cast<QMlp&>(*model), *backend, c, members, 0); }),
+                    seconds_of([&] { int8_open_es(static_cast<QMlp&>(*model), *backend, c, members, 1); }),
+                    seconds_of([&] { int8_open_es(static_cast<QMlp&>(*model), *backend, c, members, 2); })});
+      } else {
+        auto oes_noiser = make_noiser(es_config(c, "open_es"), 3);
+        s = median({seconds_of([&] { run.perturbed(*oes_noiser, members, 0); }),
+                    seconds_of([&] { run.perturbed(*oes_noiser, members, 1); }),
+                    seconds_of([&] { run.perturbed(*oes_noiser, members, 2); })});
+      }
+      const double oes_rows_per_s = static_cast<double>(members * c.rows_per_member) / s;
+      rec["open_es_rows_per_s"] = oes_rows_per_s;
+      rec["open_es_ratio"] = oes_rows_per_s / (rows / t[0]);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4f", oes_rows_per_s / (rows / t[0]));
+      oes = buf;
+    }
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10s\n", case_label(c).c_str(), rows / t[0], rows / t[1],
+                t[0] / t[1], rec["gmacs"].get<double>(), 100.0 * rec["peak_fraction"].get<double>(), oes.c_str());
+    std::fflush(stdout);
+    records.push_back(rec);
+  }
+  return records;
+}
+
+// A Strategy over the model's parameters for a case (float: SGD; int8: the discrete update).
+std::unique_ptr<Strategy> bench_strategy(Model& model, const Case& c, Backend& backend) {
+  const std::string noiser = c.dtype == "int8" ? "q_eggroll" : "eggroll";
+  OptimConfig optim;
+  optim.lr = 1e-3;
+  return std::make_unique<Strategy>(model.params(), es_config(c, noiser), optim, 3, 1000000, backend);
+}
+
+// Scores of every member from a forward of its rows (mean output, a cheap stand-in for a task).
+std::vector<double> forward_scores(Model& model, Backend& backend, PopulationView& view, const Case& c,
+                                   const std::vector<Tensor>& inputs, std::int64_t chunk) {
+  std::vector<double> scores(static_cast<std::size_t>(c.population));
+  over_member_chunks(c.population, chunk, [&](std::int64_t first, std::int64_t count, int t) {
+    ForwardContext ctx{backend, &view, c.rows_per_member, first, count};
+    const Tensor x = count == chunk ? inputs[t]
+                                    : random_input(inputs[t].dtype(), count * c.rows_per_member, model.input_dim(), 7);
+    const Tensor y = model.forward(ctx, x);
+    const std::int64_t per_member = c.rows_per_member * model.output_dim();
+    for (std::int64_t j = 0; j < count; ++j) {
+      double s = 0;
+      for (std::int64_t k = 0; k < per_member; ++k)
+        s += y.dtype() == DType::i8 ? y.data<std::int8_t>()[j * per_member + k] : y.data<float>()[j * per_member + k];
+      scores[first + j] = s / static_cast<double>(per_member);
+    }
+  });
+  return scores;
+}
+
+// update: the tell alone (shaping + estimate + step) with the epoch's noise already generated.
+// epoch: ask + forward + scores + tell, against plain inference of the same rows.
+nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
+  nlohmann::json records = nlohmann::json::array();
+  auto backend = make_backend(BackendKind::cpu);
+  std::printf("%-40s %12s %12s %7s %9s %7s %10s\n", "case", "infer rows/s", update_only ? "upd rows/s" : "epoch rows/s",
+              "ratio", "G MAC/s", "peak", update_only ? "update s" : "epoch s");
+  for (const Case& c : cases_of(sweep)) {
+    auto model = make_bench_model(c);
+    auto strategy = bench_strategy(*model, c, *backend);
+    ForwardRunner run(*model, *backend, c);
+    const std::int64_t chunk = std::max<std::int64_t>(1, kRowsPerCall / c.rows_per_member);
+    std::vector<Tensor> inputs;
+    for (int t = 0; t < omp_get_max_threads(); ++t)
+      inputs.push_back(random_input(c.dtype == "int8" ? DType::i8 : DType::f32, chunk * c.rows_per_member,
+                                    model->input_dim(), 100 + t));
+    std::vector<double> scores(static_cast<std::size_t>(c.population));
+    for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = std::sin(static_cast<double>(i) * 0.7);
+    std::vector<double> update_s;  // the tell alone, timed inside (the ask before it is not part of it)
+    const std::vector<double> t = interleaved_medians(
+        {[&] { run.inference(c.population); },
+         [&] {
+           auto view = strategy->ask();
+           if (update_only)
+             update_s.push_back(seconds_of([&] { strategy->tell(scores, view.get()); }));
+           else
+             strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
+         }},
+        reps);
+    double second = t[1];
+    if (update_only) {
+      update_s.erase(update_s.begin());  // warm-up
+      second = median(update_s);
+    }
+    const double rows = static_cast<double>(c.population * c.rows_per_member);
+    nlohmann::json rec = base_record(update_only ? "update" : "epoch", c);
+    rec["inference_rows_per_s"] = rows / t[0];
+    rec["eggroll_rows_per_s"] = update_only ? rows / (t[0] + second) : rows / second;
+    rec["ratio"] = update_only ? t[0] / (t[0] + second) : t[0] / second;
+    rec[update_only ? "update_s" : "epoch_s"] = second;
+    if (update_only) {
+      // The update's own multiply-adds: pairs x rank x sum of m n (one rank-r GEMM per matrix).
+      const double macs = static_cast<double>(c.population / 2 * c.rank) * static_cast<double>(c.model->macs_per_row());
+      rec["update_gmacs"] = macs / second / 1e9;
+    }
+    add_rate(rec, c, rows / t[0]);
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10.4f\n", case_label(c).c_str(), rows / t[0],
+                rec["eggroll_rows_per_s"].get<double>(), rec["ratio"].get<double>(), rec["gmacs"].get<double>(),
+                100.0 * rec["peak_fraction"].get<double>(), second);
+    std::fflush(stdout);
+    records.push_back(rec);
+  }
+  return records;
+}
+
+// The EGG language model (int8, population step = forward of every member over T tokens + the
+// discrete update) against plain int8 GEMMs at its matrix shapes.
+nlohmann::json lm_suite(bool quick, int reps) {
+  nlohmann::json records = nlohmann::json::array();
+  auto backend = make_backend(BackendKind::cpu);
+  const std::int64_t d = 256, layers = 6, rows = 2048;
+  // The model's matrices per block: 4 GRU matrices (d x d), the MLP's (4d x d) and (d x 4d); the
+  // head (256 x d). Multiply-adds per member-token: layers (12 d^2) + 256 d.
+  struct Shape { std::int64_t m, n, count; };
+  const std::vector<Shape> shapes = {{d, d, 4 * layers + 1}, {4 * d, d, layers}, {d, 4 * d, layers}};
+  double macs_per_token = 0, seconds_per_token = 0;
+  const double peak = peak_gmacs("int8");
+  for (const Shape& s : shapes) {
+    std::vector<Tensor> xs, ws;
+    for (int t = 0; t < omp_get_max_threads(); ++t) xs.push_back(random_input(DType::i8, rows, s.n, 11 + t));
+    const Tensor w = random_input(DType::i8, s.m, s.n, 12);
+    const double sec = interleaved_medians({[&] {
+                                              over_member_chunks(rows * omp_get_max_threads(), rows,
+                                                                 [&](std::int64_t, std::int64_t, int t) {
+                                                                   Tensor y(DType::i8, {rows, s.m});
+                                                                   backend->qmm({1, rows}, s.m, s.n,
+                                                                                xs[t].data<std::int8_t>(),
+                                                                                w.data<std::int8_t>(),
+                                                                                QFactors{s.m, s.n, 1, nullptr, nullptr, 0},
+                                                                                y.data<std::int8_t>());
+                                                                 });
+                                            }},
+                                           reps)[0];
+    const double g = static_cast<double>(rows * omp_get_max_threads() * s.m * s.n) / sec / 1e9;
+    std::printf("int8 GEMM %4lld x %4lld, %lld rows per thread: %7.1f G MAC/s (%.1f%% of peak)\n",
+                static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(rows), g,
+                100.0 * g / peak);
+    records.push_back({{"suite", "lm"}, {"model", "int8_gemm"}, {"dtype", "int8"}, {"m", s.m}, {"n", s.n},
+                       {"rows_per_thread", rows}, {"gmacs", g}, {"peak_fraction", g / peak},
+                       {"machine", machine_json()}});
+    macs_per_token += static_cast<double>(s.count * s.m * s.n);
+    seconds_per_token += static_cast<double>(s.count * s.m * s.n) / (g * 1e9);
+  }
+  const double gemm_rate = macs_per_token / seconds_per_token / 1e9;  // the shape mix at GEMM speed
+  std::printf("int8 GEMM at the model's shape mix: %.1f G MAC/s (%.2f M multiply-adds per member-token)\n", gemm_rate,
+              macs_per_token / 1e6);
+  for (std::int64_t population : quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096}) {
+    std::ostringstream cfg;
+    cfg << "[run]\nepochs = 1000\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = "
+        << population << "\nrank = 1\n[model]\nkind = \"egg\"\nwidth = " << d << "\nlayers = " << layers
+        << "\n[task]\nkind = \"text\"\ntokens_per_epoch = 100\n";
+    register_model_kinds();
+    register_task_kinds();
+    Trainer trainer(parse_config(cfg.str(), "<bench lm>"), *backend);
+    std::vector<double> seconds;
+    for (int e = 0; e <= std::max(2, reps / 2); ++e) seconds.push_back(trainer.train_epoch().epoch_s);
+    seconds.erase(seconds.begin());  // warm-up
+    const double s = median(seconds);
+    const double mtps = static_cast<double>(population * 100) / s;
+    const double g = mtps * macs_per_token / 1e9;
+    std::printf("EGG LM d=%lld x %lld layers, population %lld: %.0f member-tokens/s, %.1f G MAC/s = %.2f of the GEMM "
+                "rate, %.1f%% of peak\n",
+                static_cast<long long>(d), static_cast<long long>(layers), static_cast<long long>(population), mtps, g,
+                g / gemm_rate, 100.0 * g / peak);
+    std::fflush(stdout);
+    records.push_back({{"suite", "lm"}, {"model", "egg"}, {"dtype", "int8"}, {"population", population}, {"rank", 1},
+                       {"rows_per_member", 100}, {"noise", "generator"}, {"member_tokens_per_s", mtps},
+                       {"gmacs", g}, {"gemm_gmacs", gemm_rate}, {"ratio", g / gemm_rate}, {"peak_fraction", g / peak},
+                       {"epoch_s", s}, {"machine", machine_json()}});
+  }
+  return records;
+}
+
+// Peak RSS of epochs of the medium model at population 65536 (R = 1) against the sizes that
+// matter: nothing of size N x m x n may exist.
+nlohmann::json memory_suite() {
+  auto backend = make_backend(BackendKind::cpu);
+  const Case c{&mlp_shape("medium"), "f32", 65536, 1, 1, "generator"};
+  auto model = make_bench_model(c);
+  auto strategy = bench_strategy(*model, c, *backend);
+  const std::int64_t chunk = kRowsPerCall;
+  std::vector<Tensor> inputs;
+  for (int t = 0; t < omp_get_max_threads(); ++t) inputs.push_back(random_input(DType::f32, chunk, c.model->in, 100 + t));
+  for (int e = 0; e < 2; ++e) {
+    auto view = strategy->ask();
+    strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double mb = 1.0 / (1024.0 * 1024.0);
+  const double rss = static_cast<double>(ru.ru_maxrss) * 1024.0 * mb;
+  const double params = static_cast<double>(c.model->macs_per_row()) * 4 * mb;
+  const double noise = static_cast<double>(c.population / 2 * c.rank * c.model->sum_mn_plus()) * 4 * mb;
+  const double activations = static_cast<double>(omp_get_max_threads() * chunk *
+                                                 (c.model->in + c.model->hidden + c.model->out)) * 4 * mb;
+  const double full = static_cast<double>(c.population) * static_cast<double>(c.model->macs_per_row()) * 4 * mb;
+  std::printf("medium model, population 65536, R = 1: peak RSS %.1f MB; parameters %.2f MB, the epoch's factors "
+              "%.1f MB, activations in flight %.1f MB; N x m x n would be %.0f MB\n",
+              rss, params, noise, activations, full);
+  return nlohmann::json::array({{{"suite", "memory"}, {"model", "medium"}, {"dtype", "f32"}, {"population", 65536},
+                                 {"rank", 1}, {"rows_per_member", 1}, {"peak_rss_mb", rss}, {"params_mb", params},
+                                 {"factors_mb", noise}, {"activations_mb", activations}, {"full_noise_mb", full},
+                                 {"machine", machine_json()}}});
+}
+
+Sweep default_sweep(const std::string& suite, bool quick) {
+  Sweep s;
+  s.dtypes = {"f32", "int8"};
+  s.noises = {"generator", "table"};
+  s.ranks = {1, 4};
+  s.rows = {1, 16};
+  if (quick) {
+    s.models = {"medium", "large"};
+    s.populations = {1024};
+    s.noises = {"generator"};
+  } else {
+    s.models = {"small", "medium", "large"};
+    s.populations = suite == "forward" ? std::vector<std::int64_t>{256, 1024, 4096} : std::vector<std::int64_t>{1024, 4096};
+  }
+  return s;
+}
+
+}  // namespace
+
+int bench(const BenchArgs& args) {
+  if (args.threads > 0) omp_set_num_threads(args.threads);
+  const nlohmann::json machine = machine_json();
+  std::printf("eggroll bench --suite %s%s: cpu %s, simd %s, int8 kernels %s, %d threads\n", args.suite.c_str(),
+              args.quick ? " --quick" : "", machine["cpu"].get<std::string>().c_str(),
+              machine["simd"].get<std::string>().c_str(), machine["int8_level"].get<std::string>().c_str(),
+              omp_get_max_threads());
+  std::fflush(stdout);
+  const int reps = std::max(1, args.reps);
+  Sweep sweep = default_sweep(args.suite, args.quick);
+  if (!args.models.empty()) sweep.models = args.models;
+  if (!args.dtypes.empty()) sweep.dtypes = args.dtypes;
+  if (!args.populations.empty()) sweep.populations = args.populations;
+  if (!args.ranks.empty()) sweep.ranks = args.ranks;
+  if (!args.rows.empty()) sweep.rows = args.rows;
+  if (!args.noises.empty()) sweep.noises = args.noises;
+  for (const auto& m : sweep.models) mlp_shape(m);  // names checked before any work
+  for (const auto& d : sweep.dtypes) check(d == "f32" || d == "int8", "bench: --dtypes '", d, "': expected f32 or int8");
+  for (const auto& n : sweep.noises)
+    check(n == "generator" || n == "table", "bench: --noise '", n, "': expected generator or table");
+  for (std::int64_t n : sweep.populations)
+    check(n >= 2 && n % 2 == 0, "bench: population ", n, " must be even and >= 2 (antithetic pairs)");
+  for (std::int64_t r : sweep.ranks) check(r >= 1 && r <= 64, "bench: rank ", r, " must be in 1..64");
+  for (std::int64_t r : sweep.rows) check(r >= 1 && r <= 4096, "bench: rows per member ", r, " must be in 1..4096");
+
+  nlohmann::json records = nlohmann::json::array();
+  auto append = [&](const nlohmann::json& more) {
+    for (const auto& r : more) records.push_back(r);
+  };
+  if (args.suite == "peak") {
+    append(measure_peaks(true));
+  } else if (args.suite == "forward") {
+    append(forward_suite(sweep, reps, true));
+  } else if (args.suite == "update" || args.suite == "epoch") {
+    if (args.rows.empty() && args.suite == "epoch") sweep.rows = {16};
+    if (args.rows.empty() && args.suite == "update") sweep.rows = {16};
+    if (args.noises.empty()) sweep.noises = {"generator"};
+    append(epoch_suite(sweep, reps, args.suite == "update"));
+  } else if (args.suite == "lm") {
+    append(lm_suite(args.quick, reps));
+  } else if (args.suite == "memory") {
+    append(memory_suite());
+  } else {
+    throw_error("bench: --suite '", args.suite, "': expected peak, forward, update, epoch, lm or memory");
+  }
+  if (!args.json.empty()) write_json(args.json, records);
+  return 0;
+}
+
+}  // namespace eggroll::cli

@@ -1,0 +1,26 @@
+// The cpu backend's float kernels that have SIMD levels (the low-rank correction and the update),
+// shared between cpu_backend.cpp and the level files (cpu_float_avx512.cpp). The base GEMM has
+// its own file (cpu_sgemm.hpp).
+//
+// Determinism: every output element is summed in an order fixed by the shapes alone (never by
+// the rows of a call, the row blocking or the thread count), so contracts 2 and 3 hold at each
+// level; results differ between levels by rounding only.
+#pragma once
+#include <cstdint>
+
+#include "eggroll/backend/backend.hpp"
+
+namespace eggroll::cpu_float_avx512 {
+
+// y[row] += coef_j (x[row] B_j) A_j^T for the rows of members [member_first, member_first + count)
+// of the batch; runs on the calling thread.
+void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
+                        std::int64_t member_first, std::int64_t count);
+
+// out (m, n) += sum over k (in order) and c (in order) of (weight[k] A_k[:, c]) B_k[:, c]^T, one
+// fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over packed
+// panels, OpenMP over output rows.
+void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                    const float* const* blocks, const double* weight, float* out);
+
+}  // namespace eggroll::cpu_float_avx512

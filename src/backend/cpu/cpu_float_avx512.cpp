@@ -1,0 +1,166 @@
+// AVX-512 float kernels of the cpu backend: the fused low-rank correction of the forward and the
+// update as a packed GEMM over members (semantics and determinism: cpu_float.hpp).
+// GCC 12's _mm512_reduce_add_ps starts from an undefined register that -Wmaybe-uninitialized
+// reports (a false positive inside the intrinsic header).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/cpu_float.hpp"
+
+namespace eggroll::cpu_float_avx512 {
+namespace {
+
+// Mask of the first `count` lanes (0 <= count <= 16).
+inline __mmask16 lanes(std::int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// sum_k a[k] b[k], k < n: four 16-lane fused chains (lane l of chain q takes k = 64 i + 16 q + l),
+// a masked tail, then the chains and lanes added in a fixed order. The order depends on n alone.
+inline float dot(const float* a, const float* b, std::int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+  std::int64_t k = 0;
+  for (; k + 64 <= n; k += 64) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(b + k + 16), s1);
+    s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 32), _mm512_loadu_ps(b + k + 32), s2);
+    s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 48), _mm512_loadu_ps(b + k + 48), s3);
+  }
+  for (; k < n; k += 16) {
+    const __mmask16 mk = lanes(n - k);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+}  // namespace
+
+void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
+                        std::int64_t member_first, std::int64_t count) {
+  const std::int64_t m = f.m, n = f.n, r = f.rank, rows = batch.rows_per_member;
+  // Rank > 1: each member's B (n, r) and A (m, r) transposed to (r, n) and (r, m), so every
+  // product below reads contiguous values.
+  std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * (n + m)) : 0);
+  std::vector<float> xb(static_cast<std::size_t>(r));
+  for (std::int64_t j = member_first; j < member_first + count; ++j) {
+    const float coef = f.coef[j];
+    if (coef == 0.0f || f.blocks[j] == nullptr) continue;
+    const float* bt = f.blocks[j];
+    const float* at = bt + n * r;
+    if (r > 1) {
+      float* sb = scratch.data();
+      float* sa = sb + r * n;
+      for (std::int64_t k = 0; k < n; ++k)
+        for (std::int64_t c = 0; c < r; ++c) sb[c * n + k] = bt[k * r + c];
+      for (std::int64_t a = 0; a < m; ++a)
+        for (std::int64_t c = 0; c < r; ++c) sa[c * m + a] = at[a * r + c];
+      bt = sb;
+      at = sa;
+    }
+    const __m512 vcoef = _mm512_set1_ps(coef);
+    for (std::int64_t t = 0; t < rows; ++t) {
+      const std::int64_t row = j * rows + t;
+      const float* xr = x + row * n;
+      for (std::int64_t c = 0; c < r; ++c) xb[c] = dot(xr, bt + c * n, n);
+      float* yr = y + row * m;
+      for (std::int64_t a = 0; a < m; a += 16) {
+        const __mmask16 ma = lanes(m - a);
+        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xb[0]), _mm512_maskz_loadu_ps(ma, at + a));
+        for (std::int64_t c = 1; c < r; ++c)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(xb[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
+        _mm512_mask_storeu_ps(yr + a, ma, _mm512_fmadd_ps(vcoef, acc, _mm512_maskz_loadu_ps(ma, yr + a)));
+      }
+    }
+  }
+}
+
+namespace {
+
+constexpr std::int64_t kTileRows = 8;    // output rows per micro-tile (broadcast A values)
+constexpr std::int64_t kTileCols = 32;   // output columns per micro-tile (two zmm of B values)
+constexpr std::int64_t kDepth = 256;     // (term, rank) products per packed panel
+
+// acc (ROWS x 32 outputs at out) += sum_q ap[q][i] bp[q][0..32), q < depth, in q order.
+template <int ROWS>
+void update_tile(std::int64_t depth, const float* ap, const float* bp, std::int64_t ldb, float* out,
+                 std::int64_t ldo, __mmask16 m0, __mmask16 m1) {
+  __m512 acc0[ROWS], acc1[ROWS];
+  for (int i = 0; i < ROWS; ++i) {
+    acc0[i] = _mm512_maskz_loadu_ps(m0, out + i * ldo);
+    acc1[i] = _mm512_maskz_loadu_ps(m1, out + i * ldo + 16);
+  }
+  for (std::int64_t q = 0; q < depth; ++q) {
+    const __m512 b0 = _mm512_loadu_ps(bp + q * ldb), b1 = _mm512_loadu_ps(bp + q * ldb + 16);
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[q * kTileRows + i]);
+      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+  for (int i = 0; i < ROWS; ++i) {
+    _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
+    _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
+  }
+}
+
+using TileFn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, __mmask16,
+                        __mmask16);
+constexpr TileFn kTiles[kTileRows + 1] = {nullptr,           update_tile<1>, update_tile<2>, update_tile<3>,
+                                          update_tile<4>,    update_tile<5>, update_tile<6>, update_tile<7>,
+                                          update_tile<8>};
+
+}  // namespace
+
+void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                    const float* const* blocks, const double* weight, float* out) {
+  if (n_terms == 0 || m == 0 || n == 0) return;
+  const std::int64_t terms_per_panel = std::max<std::int64_t>(1, kDepth / r);
+  const std::int64_t ldb = (n + kTileCols - 1) / kTileCols * kTileCols;  // padded: full-width loads
+  const std::int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
+  std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * ldb));
+  std::vector<float> ap(static_cast<std::size_t>(row_tiles * terms_per_panel * r * kTileRows));
+  for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
+    const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
+#pragma omp parallel
+    {
+      // Panels: bp[q][b] = B_k[b, c] and ap[tile][q][i] = w_k A_k[tile rows + i, c], q = (k - k0) r + c.
+#pragma omp for schedule(static)
+      for (std::int64_t q = 0; q < depth; ++q) {
+        const float* b = blocks[k0 + q / r];
+        const std::int64_t c = q % r;
+        float* row = bp.data() + q * ldb;
+        for (std::int64_t e = 0; e < n; ++e) row[e] = b[e * r + c];
+        for (std::int64_t e = n; e < ldb; ++e) row[e] = 0.0f;
+      }
+#pragma omp for schedule(static)
+      for (std::int64_t tile = 0; tile < row_tiles; ++tile) {
+        float* dst = ap.data() + tile * depth * kTileRows;
+        for (std::int64_t q = 0; q < depth; ++q) {
+          const std::int64_t k = k0 + q / r, c = q % r;
+          const float* a = blocks[k] + n * r;
+          const auto w = static_cast<float>(weight[k]);
+          for (std::int64_t i = 0; i < kTileRows; ++i) {
+            const std::int64_t row = tile * kTileRows + i;
+            dst[q * kTileRows + i] = row < m ? w * a[row * r + c] : 0.0f;
+          }
+        }
+      }
+      // Tiles of output rows are split over threads; each output element sees q in order.
+#pragma omp for schedule(static)
+      for (std::int64_t tile = 0; tile < row_tiles; ++tile) {
+        const std::int64_t a0 = tile * kTileRows, rows_here = std::min(kTileRows, m - a0);
+        const float* apt = ap.data() + tile * depth * kTileRows;
+        for (std::int64_t b0 = 0; b0 < n; b0 += kTileCols) {
+          const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
+          kTiles[rows_here](depth, apt, bp.data() + b0, ldb, out + a0 * n + b0, n, m0, m1);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace eggroll::cpu_float_avx512
