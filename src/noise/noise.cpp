@@ -1,9 +1,11 @@
-// Key derivation, the normal quantile table and stream filling (see noise.hpp for the layout).
+// Key derivation, the normal quantile table and the scalar stream fills, which define the streams
+// (see noise.hpp for the layout); noise_simd.cpp dispatches fill_* to them or a SIMD level.
 #include "eggroll/noise/noise.hpp"
 
 #include <algorithm>
 
 #include "eggroll/core/error.hpp"
+#include "noise/noise_simd.hpp"
 
 namespace eggroll {
 
@@ -35,7 +37,7 @@ static PhiloxCounter block(const NoiseStream& s, std::uint64_t index) {
   return philox4x32_10({static_cast<std::uint32_t>(index), s.tag, s.pair, s.epoch}, s.key);
 }
 
-void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
+void fill_normal_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
   std::uint64_t e = first, end = first + count;
   while (e < end) {
     PhiloxCounter w = block(stream, e / 8);
@@ -46,7 +48,7 @@ void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t c
   }
 }
 
-void fill_bits(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
+void fill_bits_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
   std::uint64_t e = first, end = first + count;
   while (e < end) {
     PhiloxCounter w = block(stream, e / 4);
@@ -92,7 +94,7 @@ const std::int8_t kInt8NormalTable[kNormalTableSize] = {
 #include "int8_normal_table.inc"
 };
 
-void fill_int8(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
+void fill_int8_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
   std::uint64_t e = first, end = first + count;
   while (e < end) {
     PhiloxCounter w = block(stream, e / 8);

@@ -71,6 +71,10 @@ double int8_noise_variance();
 // Writes count raw 32-bit words of the stream (word w = output w % 4 of counter block w / 4).
 void fill_bits(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
 
+// The SIMD level the fills above run at ("scalar", "avx2" or "avx512"), chosen once from the CPU.
+// Every level writes the same bits, so it never changes a result, only the speed.
+const char* noise_simd_level();
+
 // The offset of a pair's slice in a noise table of table_size values holding slice_len values
 // (ALGORITHM.md 1.6): H(seed, param, epoch, pair) mod (table_size - slice_len + 1), with
 // H = mix64 chained over the key words.

@@ -1,0 +1,163 @@
+// The noise fills at the AVX-512 level (compiled with -mavx512f/bw/vl/dq, chosen at run time by
+// noise_simd.cpp): Philox4x32-10 on 8 counter blocks per register, the normal table read by
+// gathers, the int8 table by a binary search in registers. Every output equals the scalar
+// oracle's bit for bit (integer math and a sign-bit flip only).
+#if defined(__x86_64__)
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_epi32, GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "noise/noise_fill_range.hpp"
+#include "noise/noise_simd.hpp"
+
+namespace eggroll::noise_simd {
+namespace {
+
+constexpr int kSetBlocks = 8;  // counter blocks per set: one per 64-bit lane of a zmm
+constexpr int kMainSets = 4;   // sets per call on long runs (independent chains; measured best of 2 and 4)
+
+// Philox4x32-10 of N sets of 8 consecutive counter blocks from `block`. A counter word lives in
+// the low half of a 64-bit lane (the high half is don't-care), so _mm512_mul_epu32 gives a
+// round's 32x32->64 products with hi and lo in the lane that needs them: no repacking per round.
+// On return words[2n] holds the 16 words of blocks block+8n .. +3 and words[2n+1] those of
+// +4 .. +7, four per block in the stream's order (w0 w1 w2 w3).
+template <int N>
+inline void philox_sets(const NoiseStream& s, const PhiloxRoundKeys& rk, std::uint32_t block, __m512i* words) {
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53), mul1 = _mm512_set1_epi64(0xCD9E8D57);
+  __m512i c0[N], c1[N], c2[N], c3[N];
+  // Round 0: c1, c2, c3 = (tag, pair, epoch) are the same in every lane, so its hi1/lo1 product
+  // is one scalar multiply.
+  const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * s.pair;
+  const __m512i c0_after = _mm512_set1_epi64(static_cast<std::uint32_t>(p1 >> 32) ^ s.tag ^ rk.k0[0]);
+  const __m512i c1_after = _mm512_set1_epi64(static_cast<std::uint32_t>(p1));
+  const __m512i c3_before = _mm512_set1_epi64(s.epoch ^ rk.k1[0]);
+  for (int n = 0; n < N; ++n) {
+    // Lanes past block 2^32 - 1 wrap around; fill_range drops their values.
+    const __m512i counter = _mm512_add_epi64(_mm512_set1_epi64(block + 8u * n), lane);
+    const __m512i p0 = _mm512_mul_epu32(counter, mul0);
+    c0[n] = c0_after;
+    c1[n] = c1_after;
+    c2[n] = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), c3_before);
+    c3[n] = p0;
+  }
+  for (int r = 1; r < 10; ++r) {
+    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(rk.k0[r]));
+    const __m512i k1 = _mm512_set1_epi32(static_cast<int>(rk.k1[r]));
+    for (int n = 0; n < N; ++n) {
+      const __m512i p0 = _mm512_mul_epu32(c0[n], mul0), p1 = _mm512_mul_epu32(c2[n], mul1);
+      c0[n] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1[n], k0, 0x96);  // hi1 ^ c1 ^ k0
+      c1[n] = p1;                                                                       // lo1
+      c2[n] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[n], k1, 0x96);  // hi0 ^ c3 ^ k1
+      c3[n] = p0;                                                                       // lo0
+    }
+  }
+  // Block-major order: (w0, w1) and (w2, w3) pairs per 64-bit lane, then the pairs interleaved.
+  const __m512i first_half = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+  const __m512i second_half = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  for (int n = 0; n < N; ++n) {
+    const __m512i w01 = _mm512_mask_shuffle_epi32(c0[n], 0xAAAA, c1[n], _MM_PERM_CCAA);
+    const __m512i w23 = _mm512_mask_shuffle_epi32(c2[n], 0xAAAA, c3[n], _MM_PERM_CCAA);
+    words[2 * n] = _mm512_permutex2var_epi64(w01, first_half, w23);
+    words[2 * n + 1] = _mm512_permutex2var_epi64(w01, second_half, w23);
+  }
+}
+
+// An unaligned 64-byte store as two 32-byte halves: a zmm store that crosses a 4 KiB page costs
+// several times a split ymm pair on some cores (Zen 4), and callers' buffers may start anywhere.
+inline void store_unaligned(void* out, __m512i v) {
+  _mm256_storeu_si256(static_cast<__m256i*>(out), _mm512_castsi512_si256(v));
+  _mm256_storeu_si256(static_cast<__m256i*>(out) + 1, _mm512_extracti64x4_epi64(v, 1));
+}
+
+// The 16 draws of one half of a word register, zero-extended to 32-bit lanes (stream order).
+inline __m512i draws_low(__m512i words) { return _mm512_cvtepu16_epi32(_mm512_castsi512_si256(words)); }
+inline __m512i draws_high(__m512i words) { return _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(words, 1)); }
+
+// normal_from_bits of 16 draws: magnitude kNormalTable[d & 4095], sign bit = bit 15 of d.
+inline void store_normal(__m512i d, float* out) {
+  const __m512 magnitude = _mm512_i32gather_ps(_mm512_and_si512(d, _mm512_set1_epi32(kNormalTableSize - 1)),
+                                               kNormalTable, 4);
+  const __m512i sign = _mm512_slli_epi32(d, 16);  // bit 15 -> bit 31
+  const __m512i v = _mm512_ternarylogic_epi32(_mm512_castps_si512(magnitude), sign,
+                                              _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0x78);  // a ^ (b & c)
+  store_unaligned(out, v);
+}
+
+// int8_from_bits of the 32 draws of a word register, without a table read: kInt8NormalTable is
+// non-decreasing with values 0..61, so the magnitude of index j is the largest v with
+// first_index[v] <= j, found by a 6-step binary search over v on 16-bit lanes.
+struct Int8Search {
+  __m512i first_index_lo, first_index_hi;  // first_index[0..31], first_index[32..63]
+};
+
+// first_index[v] = the first j with kInt8NormalTable[j] >= v (0xFFFF past the largest value).
+// Built on first use (not at load time: this file's code runs only on AVX-512 machines).
+Int8Search int8_search() {
+  struct Table {
+    alignas(64) std::uint16_t first_index[64];
+  };
+  static const Table table = [] {
+    Table t;
+    for (int v = 0, j = 0; v < 64; ++v) {
+      while (j < kNormalTableSize && kInt8NormalTable[j] < v) ++j;
+      t.first_index[v] = j < kNormalTableSize ? static_cast<std::uint16_t>(j) : 0xFFFF;
+    }
+    return t;
+  }();
+  return {_mm512_load_si512(table.first_index), _mm512_load_si512(table.first_index + 32)};
+}
+
+inline void store_int8(const Int8Search& search, __m512i draws, std::int8_t* out) {
+  const __m512i j = _mm512_and_si512(draws, _mm512_set1_epi16(kNormalTableSize - 1));
+  __m512i magnitude = _mm512_setzero_si512();
+  for (int bit = 5; bit >= 0; --bit) {
+    const __m512i candidate = _mm512_or_si512(magnitude, _mm512_set1_epi16(static_cast<short>(1 << bit)));
+    const __m512i start = _mm512_permutex2var_epi16(search.first_index_lo, candidate, search.first_index_hi);
+    magnitude = _mm512_mask_mov_epi16(magnitude, _mm512_cmpge_epu16_mask(j, start), candidate);
+  }
+  const __mmask32 negative = _mm512_movepi16_mask(draws);  // bit 15
+  const __m512i v = _mm512_mask_sub_epi16(magnitude, negative, _mm512_setzero_si512(), magnitude);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(v));
+}
+
+}  // namespace
+
+void fill_normal_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
+  const PhiloxRoundKeys rk = philox_round_keys(stream.key);
+  fill_range<8, kSetBlocks, kMainSets>(first, count, out, [&](auto n_sets, std::uint32_t block, float* dst) {
+    constexpr int N = decltype(n_sets)::value;
+    __m512i words[2 * N];
+    philox_sets<N>(stream, rk, block, words);
+    for (int i = 0; i < 2 * N; ++i) {
+      store_normal(draws_low(words[i]), dst + 32 * i);
+      store_normal(draws_high(words[i]), dst + 32 * i + 16);
+    }
+  });
+}
+
+void fill_int8_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
+  const PhiloxRoundKeys rk = philox_round_keys(stream.key);
+  const Int8Search search = int8_search();
+  fill_range<8, kSetBlocks, kMainSets>(first, count, out, [&](auto n_sets, std::uint32_t block, std::int8_t* dst) {
+    constexpr int N = decltype(n_sets)::value;
+    __m512i words[2 * N];
+    philox_sets<N>(stream, rk, block, words);
+    for (int i = 0; i < 2 * N; ++i) store_int8(search, words[i], dst + 32 * i);
+  });
+}
+
+void fill_bits_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
+  const PhiloxRoundKeys rk = philox_round_keys(stream.key);
+  fill_range<4, kSetBlocks, kMainSets>(first, count, out, [&](auto n_sets, std::uint32_t block, std::uint32_t* dst) {
+    constexpr int N = decltype(n_sets)::value;
+    __m512i words[2 * N];
+    philox_sets<N>(stream, rk, block, words);
+    for (int i = 0; i < 2 * N; ++i) store_unaligned(dst + 16 * i, words[i]);
+  });
+}
+
+}  // namespace eggroll::noise_simd
+#endif  // __x86_64__

@@ -1,0 +1,36 @@
+// The noise fills' SIMD levels (internal): the scalar oracles, the per-level kernels and the
+// run-time choice between them. Every level writes the same bits as the scalar one.
+#pragma once
+#include <cstdint>
+
+#include "eggroll/noise/noise.hpp"
+
+namespace eggroll {
+
+// The level fill_normal, fill_int8 and fill_bits use: "scalar", "avx2" or "avx512". Also accepts
+// "auto" (the best this machine runs) and "avx512_vnni" (run.simd's cpu spelling of avx512).
+// Throws for a level the machine lacks. Meant for tests and benchmarks: the output is the same.
+void set_noise_simd(const char* level);
+
+// The scalar oracles (the definitions of the streams; noise.hpp describes the layout).
+void fill_normal_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);
+void fill_int8_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
+void fill_bits_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
+
+// kInt8NormalTable followed by 4 zero bytes, so that a 32-bit load at any index stays inside
+// (the SIMD levels gather 32-bit words from it and keep the low byte).
+extern const std::int8_t kInt8NormalTablePadded[kNormalTableSize + 4];
+
+namespace noise_simd {
+
+// Level kernels: same contract as fill_* for any first and count whose counter blocks are below
+// 2^32 (the caller checks that). Defined only on x86-64, in noise_avx2.cpp and noise_avx512.cpp.
+void fill_normal_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);
+void fill_int8_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
+void fill_bits_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
+void fill_normal_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);
+void fill_int8_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
+void fill_bits_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
+
+}  // namespace noise_simd
+}  // namespace eggroll
