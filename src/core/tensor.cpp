@@ -58,21 +58,35 @@ std::int64_t shape_numel(const Shape& shape) {
 
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
-static void* aligned_zeroed(std::size_t bytes) {
-  // Padded to a whole number of 64-byte lines so SIMD loops may read a full vector at the end.
+// Padded to a whole number of 64-byte lines (plus one) so SIMD loops may read a full vector at
+// the end; the padding is always zero, the values are zero when `zero` is set.
+static void* aligned_buffer(std::size_t bytes, bool zero) {
   std::size_t padded = (bytes + 63) / 64 * 64 + 64;
   void* p = std::aligned_alloc(64, padded);
   if (!p) throw_error("out of memory allocating ", bytes, " bytes");
-  std::memset(p, 0, padded);
+  if (zero)
+    std::memset(p, 0, padded);
+  else
+    std::memset(static_cast<char*>(p) + bytes, 0, padded - bytes);
   return p;
 }
 
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)),
-      data_(aligned_zeroed(nbytes())) {}
+      data_(aligned_buffer(nbytes(), true)) {}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.data_.reset(aligned_buffer(t.nbytes(), false));
+  return t;
+}
 
 Tensor::Tensor(const Tensor& other)
-    : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), data_(aligned_zeroed(other.nbytes())) {
+    : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_),
+      data_(aligned_buffer(other.nbytes(), !other.data_)) {
   if (other.data_) std::memcpy(data_.get(), other.data_.get(), nbytes());
 }
 

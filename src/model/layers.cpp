@@ -52,12 +52,12 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
         shape_string(w.value.shape()), " expects ", w.cols());
   if (ctx.shared_input) {
     check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
-    Tensor y(DType::f32, {ctx.batch().rows(), w.rows()});
+    Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), w.rows()});
     ctx.view->noiser().matmul_shared(ctx, w, x.data<float>(), y.data<float>());
     if (b) add_vector(ctx, *b, y);
     return y;
   }
-  Tensor y(DType::f32, {x.dim(0), w.rows()});
+  Tensor y = Tensor::uninitialized(DType::f32, {x.dim(0), w.rows()});
   if (ctx.view && ctx.view->noiser().active())
     ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>());
   else
@@ -72,7 +72,7 @@ Tensor embedding(ForwardContext& ctx, const Param& w, const std::vector<std::int
     check(tokens[i] >= 0 && tokens[i] < vocab, "embedding '", w.name, "': token ", tokens[i], " at position ", i,
           " is outside [0, ", vocab, ")");
   const auto rows = static_cast<std::int64_t>(tokens.size());
-  Tensor y(DType::f32, {rows, d});
+  Tensor y = Tensor::uninitialized(DType::f32, {rows, d});
   if (ctx.view && ctx.view->noiser().active()) {
     check(rows == ctx.batch().rows(), "embedding: ", rows, " tokens, expected ", ctx.batch().rows());
     ctx.view->noiser().embedding(ctx, w, tokens.data(), y.data<float>());
@@ -85,7 +85,7 @@ Tensor embedding(ForwardContext& ctx, const Param& w, const std::vector<std::int
 
 Tensor layer_norm(ForwardContext& ctx, const Tensor& x, const Param* gamma, const Param* beta, float eps) {
   check_rows(ctx, x, "layer_norm");
-  Tensor y(DType::f32, x.shape());
+  Tensor y = Tensor::uninitialized(DType::f32, x.shape());
   ctx.backend.layer_norm(x.dim(0), x.dim(1), x.data<float>(), eps, y.data<float>());
   if (gamma) mul_vector(ctx, *gamma, y);
   if (beta) add_vector(ctx, *beta, y);
@@ -94,14 +94,14 @@ Tensor layer_norm(ForwardContext& ctx, const Tensor& x, const Param* gamma, cons
 
 Tensor l1_norm(ForwardContext& ctx, const Tensor& x, const Param* w, float eps) {
   check_rows(ctx, x, "l1_norm");
-  Tensor y(DType::f32, x.shape());
+  Tensor y = Tensor::uninitialized(DType::f32, x.shape());
   ctx.backend.l1_norm(x.dim(0), x.dim(1), x.data<float>(), eps, y.data<float>());
   if (w) mul_vector(ctx, *w, y);
   return y;
 }
 
 Tensor activation(ForwardContext& ctx, Activation a, const Tensor& x) {
-  Tensor y(DType::f32, x.shape());
+  Tensor y = Tensor::uninitialized(DType::f32, x.shape());
   ctx.backend.activation(a, x.numel(), x.data<float>(), y.data<float>());
   return y;
 }

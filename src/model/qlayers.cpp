@@ -37,7 +37,7 @@ VectorRows vector_rows(ForwardContext& ctx, const Param& v) {
 
 Tensor qlinear(ForwardContext& ctx, const Param& w, const Tensor& x) {
   check_input(ctx, x, w.cols(), "qlinear", &w);
-  Tensor y(DType::i8, {x.dim(0), w.rows()});
+  Tensor y = Tensor::uninitialized(DType::i8, {x.dim(0), w.rows()});
   if (ctx.view && ctx.view->noiser().active())
     ctx.view->noiser().qmatmul(ctx, w, x.data<std::int8_t>(), y.data<std::int8_t>());
   else
@@ -52,7 +52,7 @@ Tensor qembedding(ForwardContext& ctx, const Param& w, const std::vector<std::in
     check(tokens[i] >= 0 && tokens[i] < vocab, "qembedding '", w.name, "': token ", tokens[i], " at position ", i,
           " is outside [0, ", vocab, ")");
   const auto rows = static_cast<std::int64_t>(tokens.size());
-  Tensor y(DType::i8, {rows, d});
+  Tensor y = Tensor::uninitialized(DType::i8, {rows, d});
   if (ctx.view && ctx.view->noiser().active()) {
     check(rows == ctx.batch().rows(), "qembedding: ", rows, " tokens, expected ", ctx.batch().rows());
     ctx.view->noiser().qembedding(ctx, w, tokens.data(), y.data<std::int8_t>());
@@ -65,7 +65,7 @@ Tensor qembedding(ForwardContext& ctx, const Param& w, const std::vector<std::in
 
 Tensor ql1_norm(ForwardContext& ctx, const Tensor& x, const Param& w) {
   check_input(ctx, x, w.value.numel(), "ql1_norm", &w);
-  Tensor y(DType::i8, x.shape());
+  Tensor y = Tensor::uninitialized(DType::i8, x.shape());
   VectorRows v = vector_rows(ctx, w);
   ctx.backend.ql1_norm(batch_of(ctx, x), x.dim(1), x.data<std::int8_t>(), v.data, v.stride, y.data<std::int8_t>());
   return y;
@@ -74,7 +74,7 @@ Tensor ql1_norm(ForwardContext& ctx, const Tensor& x, const Param& w) {
 Tensor qadd(ForwardContext& ctx, const Tensor& a, const Tensor* b, const Param* bias) {
   check_input(ctx, a, a.dim(1), "qadd", bias);
   if (b) check(b->shape() == a.shape(), "qadd: shapes ", shape_string(a.shape()), " and ", shape_string(b->shape()), " differ");
-  Tensor y(DType::i8, a.shape());
+  Tensor y = Tensor::uninitialized(DType::i8, a.shape());
   VectorRows v = bias ? vector_rows(ctx, *bias) : VectorRows{nullptr, 0};
   if (bias) check(bias->value.numel() == a.dim(1), "qadd: bias '", bias->name, "' has ", bias->value.numel(),
                   " values, expected ", a.dim(1));

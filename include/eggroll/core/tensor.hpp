@@ -32,6 +32,8 @@ class Tensor {
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
   static Tensor zeros_like(const Tensor& other) { return Tensor(other.dtype(), other.shape()); }
+  // Values left unset, for outputs an op overwrites entirely (saves clearing them first).
+  static Tensor uninitialized(DType dtype, Shape shape);
 
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);

@@ -1,0 +1,97 @@
+// The fp32 GEMM at the AVX-512F level (compiled with -mavx512f -mfma; chosen at run time when the
+// CPU has avx512f): 12 rows x 32 outputs of zmm accumulators per micro-tile (12 x 4 in xmm for
+// m <= 4), the blocked driver of cpu_sgemm_blocked.hpp. Same bits as the scalar level (one FMA
+// chain per element over k).
+#include "backend/cpu/cpu_sgemm.hpp"
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 shuffle intrinsics pass _mm512_undefined_ps() as the merge source, which
+// -Wmaybe-uninitialized reports inside the header (GCC bug 105593), not in this file.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "backend/cpu/cpu_sgemm_blocked.hpp"
+
+namespace eggroll::cpu_sgemm::detail {
+namespace {
+
+// 16-lane zmm traits for Blocked (cpu_sgemm_blocked.hpp). 12 x 2 accumulators + 2 panel vectors
+// + 1 broadcast = 27 of the 32 zmm registers.
+struct Zmm {
+  using Reg = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kNv = 2;
+  static constexpr int kMr = 12;
+
+  static __mmask16 first_lanes(int count) {
+    return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                       : (count <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << count) - 1u));
+  }
+  static Reg zero() { return _mm512_setzero_ps(); }
+  static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static Reg load_first(const float* p, int count) { return _mm512_maskz_loadu_ps(first_lanes(count), p); }
+  static void store_first(float* p, Reg v, int count) { _mm512_mask_storeu_ps(p, first_lanes(count), v); }
+  // 16 x 16 transpose in four rounds of two-source shuffles (64 in all).
+  static void transpose(Reg r[16]) {
+    Reg t[16], u[16];
+    for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i, 2i+1 interleaved within each 128-bit lane
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {  // u[4i+q], 128-bit lane L: rows 4i .. 4i+3 of column 4L+q
+      u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int q = 0; q < 4; ++q) {  // column 4L+q = lane L of u[q], u[4+q], u[8+q], u[12+q]
+      const Reg v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
+      const Reg v2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+      r[q] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+      r[4 + q] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+      r[8 + q] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+      r[12 + q] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+  }
+};
+
+// 4-lane xmm traits for outputs m <= 4 (the small MLP's 2 outputs). The per-element chain is
+// the same; only the width differs: a zmm tile would spend 16 lanes on m outputs, and on CPUs
+// that split a zmm FMA into two 256-bit halves (AMD Zen 4) xmm FMAs issue twice as often.
+struct Xmm {
+  using Reg = __m128;
+  static constexpr int kLanes = 4;
+  static constexpr int kNv = 1;
+  static constexpr int kMr = 12;
+
+  // All-ones in lanes < count: the mask operand of vmaskmovps.
+  static __m128i first_lanes(int count) { return _mm_cmpgt_epi32(_mm_set1_epi32(count), _mm_setr_epi32(0, 1, 2, 3)); }
+  static Reg zero() { return _mm_setzero_ps(); }
+  static Reg load(const float* p) { return _mm_loadu_ps(p); }
+  static Reg broadcast(const float* p) { return _mm_broadcast_ss(p); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm_fmadd_ps(a, b, c); }
+  static void store(float* p, Reg v) { _mm_storeu_ps(p, v); }
+  static Reg load_first(const float* p, int count) { return _mm_maskload_ps(p, first_lanes(count)); }
+  static void store_first(float* p, Reg v, int count) { _mm_maskstore_ps(p, first_lanes(count), v); }
+  static void transpose(Reg r[4]) {
+    const Reg t0 = _mm_unpacklo_ps(r[0], r[1]), t1 = _mm_unpackhi_ps(r[0], r[1]);
+    const Reg t2 = _mm_unpacklo_ps(r[2], r[3]), t3 = _mm_unpackhi_ps(r[2], r[3]);
+    r[0] = _mm_movelh_ps(t0, t2);
+    r[1] = _mm_movehl_ps(t2, t0);
+    r[2] = _mm_movelh_ps(t1, t3);
+    r[3] = _mm_movehl_ps(t3, t1);
+  }
+};
+
+}  // namespace
+
+void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y);
+  Blocked<Zmm>::run(rows, m, n, x, w, y);
+}
+
+}  // namespace eggroll::cpu_sgemm::detail
+#endif

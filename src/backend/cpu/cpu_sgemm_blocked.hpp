@@ -1,0 +1,169 @@
+// The cache- and register-blocked fp32 GEMM driver y = x W^T shared by the SIMD level files
+// (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp); each includes it with its own vector traits V.
+//
+// Layout: W (m, n) is packed once per call into column panels of kNr = kNv kLanes outputs,
+// panel p = (n, kNr) with panel[k][c] = W[p kNr + c][k] (zero past m). A micro-tile keeps
+// MR <= kMr rows x NV <= kNv vectors of outputs in registers; per k it loads NV vectors of the
+// panel, broadcasts x[i][k] for each of its rows and issues MR NV FMAs. x is read in place.
+// Cache blocking: rows in blocks of kMc and k in blocks of about kKc, so a panel block
+// (kKc x kNr) is reused by every micro-tile of a row block and the row block of x
+// (kMc x kKc) stays in L2. A chain that spans k blocks is stored to y and reloaded, which is
+// exact, so every element stays one FMA chain over k = 0 .. n-1 (cpu_sgemm.hpp): the blocking,
+// the tile shape and the thread split never change a bit.
+//
+// V (defined with internal linkage in each level file, so instantiations stay in the file that
+// was compiled for that instruction set) provides:
+//   Reg, kLanes, kNv, kMr; zero(), load(p), broadcast(p), fma(a, b, c) = a b + c rounded once,
+//   store(p, v), load_first(p, count) / store_first(p, v, count) for the first count lanes,
+//   transpose(Reg block[kLanes]): block[j][c] := block[c][j].
+#pragma once
+#include <omp.h>
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "backend/cpu/cpu_sgemm.hpp"
+
+namespace eggroll::cpu_sgemm::detail {
+
+template <class V>
+struct Blocked {
+  using Reg = typename V::Reg;
+  static constexpr int kLanes = V::kLanes;
+  static constexpr int kNv = V::kNv;
+  static constexpr int kNr = kLanes * kNv;        // outputs per panel
+  static constexpr int kMr = V::kMr;              // rows per full micro-tile
+  static constexpr std::int64_t kKc = 256;        // k block (a kKc x kNr panel block is 32 KiB at kNr 32)
+  static constexpr std::int64_t kMc = 8 * kMr;    // rows per cache block
+
+  static std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+  // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
+  // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
+  // y: row stride ldy. Lanes past cols are computed from zero padding and never stored.
+  template <int MR, int NV>
+  static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
+                   std::int64_t ldy, int cols, bool first) {
+    Reg acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = first ? V::zero() : V::load_first(y + r * ldy + v * kLanes, cols - v * kLanes);
+    for (std::int64_t k = 0; k < kc; ++k) {
+      Reg b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) b[v] = V::load(panel + k * kNr + v * kLanes);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const Reg a = V::broadcast(x + r * ldx + k);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(a, b[v], acc[r][v]);
+      }
+    }
+    if (cols == NV * kLanes) {
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) V::store(y + r * ldy + v * kLanes, acc[r][v]);
+    } else {
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) V::store_first(y + r * ldy + v * kLanes, acc[r][v], cols - v * kLanes);
+    }
+  }
+
+  // kTiles[NV - 1][MR - 1] = tile<MR, NV>: the edge tiles (fewer rows at the end of a row range,
+  // fewer vectors in a narrow last panel) run the same per-element chain as the full tile.
+  using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool);
+  template <int NV, std::size_t... R>
+  static constexpr std::array<TileFn, kMr> tiles_of_width(std::index_sequence<R...>) {
+    return {{&tile<static_cast<int>(R) + 1, NV>...}};
+  }
+  template <std::size_t... NVm1>
+  static constexpr std::array<std::array<TileFn, kMr>, kNv> all_tiles(std::index_sequence<NVm1...>) {
+    return {{tiles_of_width<static_cast<int>(NVm1) + 1>(std::make_index_sequence<kMr>{})...}};
+  }
+  static constexpr auto kTiles = all_tiles(std::make_index_sequence<kNv>{});
+
+  // Panel p of W (m, n) into out (n, kNr). Square blocks of kLanes outputs x kLanes k are loaded
+  // as rows of W and transposed in registers.
+  static void pack_panel(std::int64_t m, std::int64_t n, const float* w, std::int64_t p, float* out) {
+    for (int v = 0; v < kNv; ++v) {
+      const std::int64_t first = p * kNr + v * kLanes;
+      const int count = static_cast<int>(min64(kLanes, m - first));  // outputs present (may be <= 0)
+      for (std::int64_t k0 = 0; k0 < n; k0 += kLanes) {
+        const int k_count = static_cast<int>(min64(kLanes, n - k0));
+        Reg block[kLanes];
+#pragma GCC unroll 16
+        for (int c = 0; c < kLanes; ++c)
+          block[c] = c < count ? V::load_first(w + (first + c) * n + k0, k_count) : V::zero();
+        V::transpose(block);
+        for (int j = 0; j < k_count; ++j) V::store(out + (k0 + j) * kNr + v * kLanes, block[j]);
+      }
+    }
+  }
+
+  // Rows [r0, r1) x panels [p0, p1) of y from the packed panels.
+  static void compute(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
+                      std::int64_t n, const float* x, const float* packed, float* y) {
+    const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
+    for (std::int64_t i0 = r0; i0 < r1; i0 += kMc) {
+      const std::int64_t i1 = min64(i0 + kMc, r1);
+      for (std::int64_t k0 = 0; k0 < n; k0 += kc_step) {
+        const std::int64_t kc = min64(kc_step, n - k0);
+        const bool first = k0 == 0;
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const float* panel = packed + (p * n + k0) * kNr;
+          const int cols = static_cast<int>(min64(kNr, m - p * kNr));
+          const int nv = (cols + kLanes - 1) / kLanes;
+          std::int64_t i = i0;
+          if (nv == kNv)
+            for (; i + kMr <= i1; i += kMr) tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first);
+          for (; i < i1; i += kMr)
+            kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first);
+        }
+      }
+    }
+  }
+
+  // Splits [0, count) into `parts` contiguous ranges as even as possible; range `part`.
+  static std::pair<std::int64_t, std::int64_t> split(std::int64_t count, std::int64_t parts, std::int64_t part) {
+    return {count * part / parts, count * (part + 1) / parts};
+  }
+
+  // This thread's share of the team's work: a grid of tr x tc threads over row micro-tiles x
+  // panels, the split with the least work on the busiest thread (rows preferred on ties).
+  static void compute_share(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* packed,
+                            float* y) {
+    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t n_tiles = (rows + kMr - 1) / kMr, n_panels = (m + kNr - 1) / kNr;
+    std::int64_t tr = 1, best = -1;
+    for (std::int64_t d = n_threads; d >= 1; --d) {
+      if (n_threads % d != 0) continue;
+      const std::int64_t tc = n_threads / d, cost = ((n_tiles + d - 1) / d) * ((n_panels + tc - 1) / tc);
+      if (best < 0 || cost < best) best = cost, tr = d;
+    }
+    const std::int64_t tc = n_threads / tr;
+    const auto [t0, t1] = split(n_tiles, tr, t / tc);
+    const auto [p0, p1] = split(n_panels, tc, t % tc);
+    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, y);
+  }
+
+  // gemm_nt (cpu_sgemm.hpp) for rows, m, n >= 1: pack W (threads split the panels), then each
+  // thread computes its share.
+  static void run(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
+    const std::int64_t n_panels = (m + kNr - 1) / kNr;
+    float* packed = thread_buffer(n_panels * n * kNr);
+#pragma omp parallel if (rows * m * n >= kParallelMinWork)
+    {
+#pragma omp for schedule(static)
+      for (std::int64_t p = 0; p < n_panels; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
+      compute_share(rows, m, n, x, packed, y);
+    }
+  }
+};
+
+}  // namespace eggroll::cpu_sgemm::detail
