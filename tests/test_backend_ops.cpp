@@ -176,6 +176,40 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// The perturbed forward x (W + coef_j A_j B_j^T)^T: shapes that reach the GEMM's k blocking
+// (n > 256), its narrow-output path (m <= 4), edge tiles, every rank kind, unperturbed members.
+void add_perturbed_matmul_cases(std::vector<OpCase>& cases) {
+  struct S { std::int64_t members, rpm, m, n, r, zero_member; bool null_block; };
+  for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{13, 1, 33, 65, 1, 4, true}, S{5, 3, 40, 300, 2, 1, false},
+              S{25, 1, 2, 48, 1, 3, true}, S{7, 2, 3, 17, 4, -1, false}, S{6, 4, 64, 600, 4, 5, true},
+              S{26, 1, 70, 20, 3, -1, false}, S{4, 1, 129, 31, 8, 0, false}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 811 + s.m * 37 + s.n * 5 + s.r);
+    const std::int64_t rows = s.members * s.rpm;
+    auto x = values(rows * s.n, seed), w = values(s.m * s.n, seed + 2);
+    auto f = std::make_shared<Factors>(s.members, s.m, s.n, s.r, seed, s.zero_member, s.null_block);
+    cases.push_back({"perturbed_matmul members=" + std::to_string(s.members) + " rpm=" + std::to_string(s.rpm) +
+                         " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " r=" + std::to_string(s.r),
+                     [=](Backend& be) {
+                       OutBuffer y(rows * s.m, kNan);
+                       be.perturbed_matmul({s.members, s.rpm}, f->view(), x.data(), w.data(), y.ptr());
+                       return y.result(s.m);
+                     },
+                     [=] {
+                       std::vector<double> y(static_cast<std::size_t>(rows * s.m));
+                       for (std::int64_t row = 0; row < rows; ++row) {
+                         const std::int64_t j = row / s.rpm;
+                         for (std::int64_t a = 0; a < s.m; ++a) {
+                           double acc = 0;
+                           for (std::int64_t b = 0; b < s.n; ++b)
+                             acc += x[row * s.n + b] * (w[a * s.n + b] + f->coef[j] * f->ab(j, a, b));
+                           y[row * s.m + a] = acc;
+                         }
+                       }
+                       return y;
+                     }});
+  }
+}
+
 void add_lowrank_update_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t m, n, r, terms; };
   for (S s : {S{1, 1, 1, 1}, S{7, 13, 1, 5}, S{33, 65, 8, 9}, S{13, 7, 3, 1}, S{16, 24, 4, 40}, S{1, 9, 2, 3},
@@ -343,6 +377,7 @@ std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   add_gemm_cases(cases);
   add_lowrank_correction_cases(cases);
+  add_perturbed_matmul_cases(cases);
   add_lowrank_update_cases(cases);
   add_row_vector_cases(cases);
   add_norm_cases(cases);
@@ -448,6 +483,36 @@ TEST(BackendOps, RowResultsDoNotDependOnTheBatch) {
       be->lowrank_correction({1, 1}, lf, x.data() + j * n, y_one.data());
       ASSERT_EQ(0, std::memcmp(y_one.data(), y_all.data() + j * m, m * sizeof(float))) << "member " << j;
     }
+    // The perturbed forward (fused on the cpu backend): the same, with the GEMM in it.
+    std::vector<float> p_all(static_cast<std::size_t>(rows * m), kNan);
+    be->perturbed_matmul({rows, 1}, f.view(), x.data(), w.data(), p_all.data());
+    for (std::int64_t j = 0; j < rows; ++j) {
+      std::vector<float> p_one(static_cast<std::size_t>(m), kNan);
+      const LowRankFactors lf{m, n, r, f.blocks.data() + j, f.coef.data() + j};
+      be->perturbed_matmul({1, 1}, lf, x.data() + j * n, w.data(), p_one.data());
+      ASSERT_EQ(0, std::memcmp(p_one.data(), p_all.data() + j * m, m * sizeof(float))) << "member " << j;
+    }
+  }
+}
+
+// A backend may fuse perturbed_matmul (the cpu backend does at its avx512 level); the header
+// promises the bits of gemm_nt followed by lowrank_correction, at every level.
+TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
+  struct S { std::int64_t members, rpm, m, n, r; };
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+  for (const std::string& level : simd_levels(*make_backend(kind)))
+  for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3}}) {
+    auto be = make_backend(kind);
+    be->set_simd(level);
+    SCOPED_TRACE(be->name() + " " + level + " m=" + std::to_string(s.m) + " r=" + std::to_string(s.r));
+    const std::int64_t rows = s.members * s.rpm;
+    const auto x = values(rows * s.n, 81), w = values(s.m * s.n, 82);
+    const Factors f(s.members, s.m, s.n, s.r, 83, 2, true);
+    std::vector<float> fused(static_cast<std::size_t>(rows * s.m), kNan), apart(fused.size(), kNan);
+    be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
+    be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
+    be->lowrank_correction({s.members, s.rpm}, f.view(), x.data(), apart.data());
+    ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "backend/cpu/cpu_peak.hpp"
+#include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/int8_ops.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/core/system.hpp"
@@ -98,7 +99,8 @@ Tensor random_input(DType dtype, std::int64_t rows, std::int64_t cols, std::uint
 nlohmann::json machine_json() {
   const SystemInfo s = system_info();
   return {{"cpu", s.cpu_model}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni},
-          {"int8_level", cpu_int8::level()}, {"threads", omp_get_max_threads()}};
+          {"int8_level", cpu_int8::level()}, {"sgemm_level", cpu_sgemm::level()},
+          {"noise_level", noise_simd_level()}, {"threads", omp_get_max_threads()}};
 }
 
 namespace {

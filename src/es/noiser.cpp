@@ -84,12 +84,10 @@ std::vector<float> Noiser::member_coefs(const ForwardContext& ctx) const {
 void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
   const std::int64_t m = w.rows(), n = w.cols();
   check(ctx.view != nullptr, "Noiser::matmul needs a population view");
-  const std::int64_t rows = ctx.batch().rows();
-  ctx.backend.gemm_nt(rows, m, n, x, w.value.data<float>(), y);
-  if (!w.perturbed() || !active()) return;
+  if (!w.perturbed() || !active()) return ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
   std::vector<const float*> blocks = member_blocks(ctx, w);
   std::vector<float> coef = member_coefs(ctx);
-  ctx.backend.lowrank_correction(ctx.batch(), {m, n, rank_, blocks.data(), coef.data()}, x, y);
+  ctx.backend.perturbed_matmul(ctx.batch(), {m, n, rank_, blocks.data(), coef.data()}, x, w.value.data<float>(), y);
 }
 
 void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const {

@@ -55,6 +55,13 @@ class Backend {
   // y[row] += coef_j * (x[row] B_j) A_j^T for every row of member j.
   virtual void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                                   float* y) = 0;
+  // y (rows, m) = x W^T followed by lowrank_correction: the perturbed forward of a matrix. A backend
+  // may fuse the two (the cpu backend does); the result equals the two calls in sequence.
+  virtual void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,
+                                float* y) {
+    gemm_nt(batch.rows(), f.m, f.n, x, w, y);
+    lowrank_correction(batch, f, x, y);
+  }
   // out (m, n) += weight[k] * A_k B_k^T for k = 0, 1, ..., n_terms - 1, added to out one term at a
   // time in k order (so splitting the terms over calls gives the same bits).
   virtual void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_terms,

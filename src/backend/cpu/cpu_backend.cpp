@@ -1,7 +1,8 @@
 // The cpu backend: OpenMP threads over rows (or output rows for the update), inner loops
 // written so the compiler vectorises across outputs. Every output element is summed in the
 // same order as the reference, so results do not depend on the thread count or on the
-// number of rows (DESIGN.md contract 2). SIMD kernels come with the CPU speed work.
+// number of rows (DESIGN.md contract 2). The base GEMM is cpu_sgemm.hpp; the int8 kernels are
+// cpu_int8*.cpp; the float low-rank kernels with SIMD levels are cpu_float*.
 #include <omp.h>
 
 #include <cmath>
@@ -10,19 +11,14 @@
 #include <vector>
 
 #include "backend/cpu/cpu_float.hpp"
+#include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/elementwise_math.hpp"
 #include "backend/int8_ops.hpp"
 #include "eggroll/backend/backend.hpp"
+#include "noise/noise_simd.hpp"
 
 namespace eggroll {
 namespace {
-
-// Wt (n, m) = W (m, n) transposed.
-void transpose(std::int64_t m, std::int64_t n, const float* w, float* wt) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t j = 0; j < n; ++j)
-    for (std::int64_t a = 0; a < m; ++a) wt[j * m + a] = w[a * n + j];
-}
 
 // The float kernels with SIMD levels follow the level of the int8 kernels (run.simd): AVX-512
 // where the int8 level is avx512_vnni, the portable loops below otherwise.
@@ -37,26 +33,28 @@ class CpuBackend final : public Backend {
   // Kernels called inside a parallel region (for_member_blocks) run on their thread alone.
   CpuBackend() { omp_set_max_active_levels(1); }
   std::string name() const override { return "cpu"; }
-  void set_simd(const std::string& level) override { cpu_int8::set_level(level.c_str()); }
+  // Every family follows run.simd. The fp32 GEMM and the noise fills give the same bits at every
+  // level; the int8 kernels too; the other float kernels differ between levels by rounding only.
+  void set_simd(const std::string& level) override {
+    cpu_int8::set_level(level.c_str());
+    cpu_sgemm::set_level(level == "avx512_vnni" ? "avx512" : level.c_str());
+    set_noise_simd(level.c_str());
+  }
   void set_threads(int threads) override {
     if (threads > 0) omp_set_num_threads(threads);
   }
 
   void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
                float* y) override {
-    std::vector<float> scratch(static_cast<std::size_t>(m * n));  // per call: callers may run on several threads
-    transpose(m, n, w, scratch.data());
-    const float* wt = scratch.data();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) {
-      float* yr = y + i * m;
-      for (std::int64_t a = 0; a < m; ++a) yr[a] = 0.0f;
-      for (std::int64_t k = 0; k < n; ++k) {
-        const float xv = x[i * n + k];
-        const float* wk = wt + k * m;
-        for (std::int64_t a = 0; a < m; ++a) yr[a] += xv * wk[a];
-      }
-    }
+    cpu_sgemm::gemm_nt(rows, m, n, x, w, y);
+  }
+
+  void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,
+                        float* y) override {
+    if (float_avx512() && std::string(cpu_sgemm::level()) == "avx512")
+      return cpu_float_avx512::perturbed_matmul(batch, f, x, w, y);
+    gemm_nt(batch.rows(), f.m, f.n, x, w, y);
+    lowrank_correction(batch, f, x, y);
   }
 
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,

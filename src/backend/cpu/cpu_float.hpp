@@ -17,6 +17,11 @@ namespace eggroll::cpu_float_avx512 {
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count);
 
+// y (rows, m) = x W^T + the correction above for every member of the batch, fused into the fp32
+// GEMM's stores (cpu_sgemm.hpp; needs its avx512 level): the same bits as gemm_nt followed by
+// lowrank_correction, with y written once. OpenMP inside when called outside a parallel region.
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
+
 // out (m, n) += sum over k (in order) and c (in order) of (weight[k] A_k[:, c]) B_k[:, c]^T, one
 // fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over packed
 // panels, OpenMP over output rows.

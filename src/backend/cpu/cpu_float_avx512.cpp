@@ -1,15 +1,19 @@
 // AVX-512 float kernels of the cpu backend: the fused low-rank correction of the forward and the
 // update as a packed GEMM over members (semantics and determinism: cpu_float.hpp).
 // GCC 12's _mm512_reduce_add_ps starts from an undefined register that -Wmaybe-uninitialized
-// reports (a false positive inside the intrinsic header).
+// reports (a false positive inside the intrinsic header), as -Wuninitialized where it is inlined.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/cpu_float.hpp"
+#include "backend/cpu/cpu_sgemm.hpp"
 
 namespace eggroll::cpu_float_avx512 {
 namespace {
@@ -37,35 +41,57 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
+// out[c] = x . B[:, c] for c < r, B (n, r) row-major: the dot above for rank 1; for ranks the
+// shuffles serve (powers of two), one 16-lane chain per c over blocks of 16 k, each block's
+// columns taken by avx512::columns; otherwise a scalar fused chain per c. The order depends on
+// (n, r) alone.
+inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
+  if (r == 1) {
+    out[0] = dot(x, b, n);
+  } else if (avx512::with_power_of_two_rank(r, [&](auto rank) {
+               constexpr int R = decltype(rank)::value;
+               __m512 acc[R], column[R];
+               for (int c = 0; c < R; ++c) acc[c] = _mm512_setzero_ps();
+               for (std::int64_t k = 0; k < n; k += 16) {
+                 const std::int64_t count = std::min<std::int64_t>(16, n - k);
+                 const __m512 xv = _mm512_maskz_loadu_ps(lanes(count), x + k);
+                 avx512::columns<R>(b + k * R, count, column);
+                 for (int c = 0; c < R; ++c) acc[c] = _mm512_fmadd_ps(xv, column[c], acc[c]);
+               }
+               for (int c = 0; c < R; ++c) out[c] = _mm512_reduce_add_ps(acc[c]);
+             })) {
+  } else {
+    for (std::int64_t c = 0; c < r; ++c) {
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < n; ++k) acc = std::fma(x[k], b[k * r + c], acc);
+      out[c] = acc;
+    }
+  }
+}
+
 }  // namespace
 
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count) {
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows = batch.rows_per_member;
-  // Rank > 1: each member's B (n, r) and A (m, r) transposed to (r, n) and (r, m), so every
-  // product below reads contiguous values.
-  std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * (n + m)) : 0);
+  // Rank > 1: each member's A (m, r) transposed to (r, m), so the product below reads contiguous
+  // values (the same values, in the same order, as the fused store's).
+  std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
   std::vector<float> xb(static_cast<std::size_t>(r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
     if (coef == 0.0f || f.blocks[j] == nullptr) continue;
-    const float* bt = f.blocks[j];
-    const float* at = bt + n * r;
+    const float* b = f.blocks[j];
+    const float* at = b + n * r;
     if (r > 1) {
-      float* sb = scratch.data();
-      float* sa = sb + r * n;
-      for (std::int64_t k = 0; k < n; ++k)
-        for (std::int64_t c = 0; c < r; ++c) sb[c * n + k] = bt[k * r + c];
       for (std::int64_t a = 0; a < m; ++a)
-        for (std::int64_t c = 0; c < r; ++c) sa[c * m + a] = at[a * r + c];
-      bt = sb;
-      at = sa;
+        for (std::int64_t c = 0; c < r; ++c) scratch[c * m + a] = at[a * r + c];
+      at = scratch.data();
     }
     const __m512 vcoef = _mm512_set1_ps(coef);
     for (std::int64_t t = 0; t < rows; ++t) {
       const std::int64_t row = j * rows + t;
-      const float* xr = x + row * n;
-      for (std::int64_t c = 0; c < r; ++c) xb[c] = dot(xr, bt + c * n, n);
+      xb_row(x + row * n, b, n, r, xb.data());
       float* yr = y + row * m;
       for (std::int64_t a = 0; a < m; a += 16) {
         const __mmask16 ma = lanes(m - a);
@@ -76,6 +102,43 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
       }
     }
   }
+}
+
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y) {
+  const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
+  // xb (rows, r) = x[row] B_j, as the separate correction computes it (so both give the same
+  // bits). With rank > 1 and several rows per member, A_j^T (r, m) too, read contiguously by the
+  // store; with one row per member the store takes A_j's columns itself.
+  const bool transpose_a = r > 1 && rows_per_member > 1;
+  std::vector<float> xb(static_cast<std::size_t>(batch.rows() * r));
+  std::vector<std::int32_t> member_of_row(static_cast<std::size_t>(batch.rows()));
+  std::vector<float> at(transpose_a ? static_cast<std::size_t>(members * r * m) : 0);
+  std::vector<const float*> at_ptr(transpose_a ? static_cast<std::size_t>(members) : 0);
+#pragma omp parallel for schedule(static) if (batch.rows() * n * r >= (std::int64_t{1} << 16))
+  for (std::int64_t j = 0; j < members; ++j) {
+    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
+      member_of_row[row] = static_cast<std::int32_t>(j);
+    if (f.coef[j] == 0.0f || f.blocks[j] == nullptr) continue;
+    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
+      xb_row(x + row * n, f.blocks[j], n, r, xb.data() + row * r);
+    if (transpose_a) {
+      const float* a = f.blocks[j] + n * r;
+      float* out = at.data() + j * r * m;
+      for (std::int64_t e = 0; e < m; ++e)
+        for (std::int64_t c = 0; c < r; ++c) out[c * m + e] = a[e * r + c];
+      at_ptr[j] = out;
+    }
+  }
+  cpu_sgemm::LowRankEpilogue e;
+  e.rank = r;
+  e.n = n;
+  e.xb = xb.data();
+  e.blocks = f.blocks;
+  e.coef = f.coef;
+  e.member_of_row = member_of_row.data();
+  e.a_transposed = transpose_a ? at_ptr.data() : nullptr;
+  e.m = m;
+  cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
 
 namespace {

@@ -22,6 +22,24 @@ const char* level();
 // an unknown or unavailable level. For tests and benchmarks: every level gives the same bits.
 void set_level(const char* level);
 
+// The low-rank correction of ALGORITHM.md 1.1 fused into the GEMM's store: when an element's chain
+// is complete, y[i][a] = fma(coef_j, corr, chain) with j the member of row i and
+//   corr = xb[i][0] A_j[a][0], then corr = fma(xb[i][c], A_j[a][c], corr) for c = 1 .. rank-1,
+// A_j (m, rank) the second part of member j's factor block (B (n, rank) first). These are the
+// operations, in order, of the separate correction kernel (cpu_float.hpp), so both give the same
+// bits; fused, y is written once instead of being read back and rewritten.
+struct LowRankEpilogue {
+  std::int64_t rank = 1, n = 0;
+  const float* xb = nullptr;             // (rows, rank): x[i] B_j, computed by the caller
+  const float* const* blocks = nullptr;  // (members) factor blocks; null or coef 0 = unperturbed
+  const float* coef = nullptr;           // (members)
+  const std::int32_t* member_of_row = nullptr;  // (rows): i / rows_per_member, precomputed
+  // Optional, for rank > 1: A_j^T (rank, m) per member, the same values laid out so that the
+  // store reads them contiguously (worth building when a member has several rows).
+  const float* const* a_transposed = nullptr;
+  std::int64_t m = 0;                    // the output count (the row stride of A_j^T)
+};
+
 // ---- internals shared with the level files (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp) ----
 namespace detail {
 
@@ -34,6 +52,9 @@ float* thread_buffer(std::int64_t n_floats);
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 19;
 
 void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
+// gemm_nt with the fused correction, AVX-512F level only (the caller checks the level).
+void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
+                            const LowRankEpilogue& e, float* y);
 void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
 
 }  // namespace detail

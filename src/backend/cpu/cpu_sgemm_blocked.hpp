@@ -15,7 +15,10 @@
 // was compiled for that instruction set) provides:
 //   Reg, kLanes, kNv, kMr; zero(), load(p), broadcast(p), fma(a, b, c) = a b + c rounded once,
 //   store(p, v), load_first(p, count) / store_first(p, v, count) for the first count lanes,
-//   transpose(Reg block[kLanes]): block[j][c] := block[c][j].
+//   transpose(Reg block[kLanes]): block[j][c] := block[c][j]; and for the fused low-rank
+//   epilogue (cpu_sgemm.hpp) mul(a, b), load_strided(p, stride, count): lanes l < count from
+//   p[l stride], the rest 0, and columns_serve(rank) / rank_product(p, rank, count, xb): sum_c xb[c] p[l rank + c]
+//   in lane l (mul for c = 0, then fma per c), where a level has a faster way than strided loads.
 #pragma once
 #include <omp.h>
 
@@ -42,9 +45,12 @@ struct Blocked {
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
   // y: row stride ldy. Lanes past cols are computed from zero padding and never stored.
+  // With ep (only on the last k block), the chains are complete: the low-rank correction of
+  // rows row .. row+MR-1 and outputs col .. col+cols-1 is added before the store.
   template <int MR, int NV>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
-                   std::int64_t ldy, int cols, bool first) {
+                   std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
+                   std::int64_t col) {
     Reg acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -62,6 +68,7 @@ struct Blocked {
         for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(a, b[v], acc[r][v]);
       }
     }
+    if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, acc);
     if (cols == NV * kLanes) {
 #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r)
@@ -75,9 +82,42 @@ struct Blocked {
     }
   }
 
+  // acc[r][v] = fma(coef_j, corr, acc[r][v]) for row + r of member j (cpu_sgemm.hpp).
+  template <int MR, int NV>
+  static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
+    const std::int64_t rank = ep.rank;
+    const bool by_columns = ep.a_transposed == nullptr && rank > 1 && V::columns_serve(rank);
+    for (int r = 0; r < MR; ++r) {
+      const std::int64_t i = row + r, j = ep.member_of_row[i];
+      const float* block = ep.blocks[j];
+      if (block == nullptr || ep.coef[j] == 0.0f) continue;
+      // A_j[col + l][c] at a[l lane_stride + c c_stride]: from the factor block (A (m, rank)) or A_j^T.
+      const bool t = ep.a_transposed != nullptr;
+      const float* a = t ? ep.a_transposed[j] + col : block + (ep.n + col) * rank;
+      const std::int64_t lane_stride = t ? 1 : rank, c_stride = t ? ep.m : 1;
+      const float* xb = ep.xb + i * rank;
+      const Reg coef = V::broadcast(ep.coef + j);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const float* av = a + v * kLanes * lane_stride;
+        const int count = cols - v * kLanes;
+        Reg corr;
+        if (by_columns) {  // the block's columns by shuffles instead of strided loads
+          corr = V::rank_product(av, rank, count, xb);
+        } else {
+          corr = V::mul(V::broadcast(xb), V::load_strided(av, lane_stride, count));
+          for (std::int64_t c = 1; c < rank; ++c)
+            corr = V::fma(V::broadcast(xb + c), V::load_strided(av + c * c_stride, lane_stride, count), corr);
+        }
+        acc[r][v] = V::fma(coef, corr, acc[r][v]);
+      }
+    }
+  }
+
   // kTiles[NV - 1][MR - 1] = tile<MR, NV>: the edge tiles (fewer rows at the end of a row range,
   // fewer vectors in a narrow last panel) run the same per-element chain as the full tile.
-  using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool);
+  using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
+                          const LowRankEpilogue*, std::int64_t, std::int64_t);
   template <int NV, std::size_t... R>
   static constexpr std::array<TileFn, kMr> tiles_of_width(std::index_sequence<R...>) {
     return {{&tile<static_cast<int>(R) + 1, NV>...}};
@@ -106,24 +146,27 @@ struct Blocked {
     }
   }
 
-  // Rows [r0, r1) x panels [p0, p1) of y from the packed panels.
+  // Rows [r0, r1) x panels [p0, p1) of y from the packed panels (ep: the fused correction or null).
   static void compute(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
-                      std::int64_t n, const float* x, const float* packed, float* y) {
+                      std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep, float* y) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     for (std::int64_t i0 = r0; i0 < r1; i0 += kMc) {
       const std::int64_t i1 = min64(i0 + kMc, r1);
       for (std::int64_t k0 = 0; k0 < n; k0 += kc_step) {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
+        const LowRankEpilogue* epk = k0 + kc == n ? ep : nullptr;
         for (std::int64_t p = p0; p < p1; ++p) {
           const float* panel = packed + (p * n + k0) * kNr;
           const int cols = static_cast<int>(min64(kNr, m - p * kNr));
           const int nv = (cols + kLanes - 1) / kLanes;
           std::int64_t i = i0;
           if (nv == kNv)
-            for (; i + kMr <= i1; i += kMr) tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first);
+            for (; i + kMr <= i1; i += kMr)
+              tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
           for (; i < i1; i += kMr)
-            kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first);
+            kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
+                                                   epk, i, p * kNr);
         }
       }
     }
@@ -137,7 +180,7 @@ struct Blocked {
   // This thread's share of the team's work: a grid of tr x tc threads over row micro-tiles x
   // panels, the split with the least work on the busiest thread (rows preferred on ties).
   static void compute_share(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* packed,
-                            float* y) {
+                            const LowRankEpilogue* ep, float* y) {
     const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
     const std::int64_t n_tiles = (rows + kMr - 1) / kMr, n_panels = (m + kNr - 1) / kNr;
     std::int64_t tr = 1, best = -1;
@@ -149,19 +192,20 @@ struct Blocked {
     const std::int64_t tc = n_threads / tr;
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
     const auto [p0, p1] = split(n_panels, tc, t % tc);
-    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, y);
+    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, ep, y);
   }
 
   // gemm_nt (cpu_sgemm.hpp) for rows, m, n >= 1: pack W (threads split the panels), then each
-  // thread computes its share.
-  static void run(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
+  // thread computes its share; with ep, the low-rank correction is fused into the stores.
+  static void run(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+                  const LowRankEpilogue* ep = nullptr) {
     const std::int64_t n_panels = (m + kNr - 1) / kNr;
     float* packed = thread_buffer(n_panels * n * kNr);
 #pragma omp parallel if (rows * m * n >= kParallelMinWork)
     {
 #pragma omp for schedule(static)
       for (std::int64_t p = 0; p < n_panels; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
-      compute_share(rows, m, n, x, packed, y);
+      compute_share(rows, m, n, x, packed, ep, y);
     }
   }
 };

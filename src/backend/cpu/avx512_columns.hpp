@@ -1,0 +1,67 @@
+// AVX-512 helper shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
+// cpu_float_avx512.cpp): the columns of a small row-major block, for the rank-r factors.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace eggroll::avx512 {
+
+// The first `count` lanes (0 <= count; 16 or more = all).
+inline __mmask16 first_lanes(std::int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : (count <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << count) - 1u));
+}
+
+// Whether columns() serves a rank above 1: powers of two up to 16.
+inline bool columns_serve(std::int64_t rank) { return rank == 2 || rank == 4 || rank == 8 || rank == 16; }
+
+// out[c] lane l = p[l R + c] for l < count (0 for the other lanes), c < R: the columns of a
+// (count, R) row-major block, count <= 16. R contiguous loads, then log2(R) rounds of even/odd
+// two-source shuffles (a perfect unshuffle), so no gathers. R is a template argument so that the
+// block stays in registers.
+template <int R>
+inline void columns(const float* p, std::int64_t count, __m512 (&out)[R]) {
+#pragma GCC unroll 16
+  for (int q = 0; q < R; ++q) out[q] = _mm512_maskz_loadu_ps(first_lanes(count * R - 16 * q), p + 16 * q);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#pragma GCC unroll 4
+  for (int round = 1; round < R; round *= 2) {
+    __m512 t[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R / 2; ++i) {
+      t[i] = _mm512_permutex2var_ps(out[2 * i], even, out[2 * i + 1]);
+      t[i + R / 2] = _mm512_permutex2var_ps(out[2 * i], odd, out[2 * i + 1]);
+    }
+#pragma GCC unroll 16
+    for (int q = 0; q < R; ++q) out[q] = t[q];
+  }
+}
+
+// Calls fn(std::integral_constant<int, R>{}) for rank R in {2, 4, 8, 16}; false for other ranks.
+template <class Fn>
+inline bool with_power_of_two_rank(std::int64_t rank, Fn&& fn) {
+  switch (rank) {
+    case 2: fn(std::integral_constant<int, 2>{}); return true;
+    case 4: fn(std::integral_constant<int, 4>{}); return true;
+    case 8: fn(std::integral_constant<int, 8>{}); return true;
+    case 16: fn(std::integral_constant<int, 16>{}); return true;
+    default: return false;
+  }
+}
+
+// sum_c xb[c] A[l][c] for the (count, R) block A at p, lane l: xb[0] A[:, 0], then one fused
+// multiply-add per c in order (the order of the transposed-A loop it replaces).
+template <int R>
+inline __m512 rank_product(const float* p, std::int64_t count, const float* xb) {
+  __m512 column[R];
+  columns<R>(p, count, column);
+  __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xb[0]), column[0]);
+#pragma GCC unroll 16
+  for (int c = 1; c < R; ++c) acc = _mm512_fmadd_ps(_mm512_set1_ps(xb[c]), column[c], acc);
+  return acc;
+}
+
+}  // namespace eggroll::avx512
