@@ -39,6 +39,7 @@ double macs_per_token(std::int64_t d, std::int64_t layers) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  eggroll::retain_freed_memory();
   std::int64_t width = 256, layers = 6, tokens = 100, epochs = 2;
   std::vector<std::int64_t> populations = {1024, 4096, 16384};
   std::string json_path;

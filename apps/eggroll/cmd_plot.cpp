@@ -17,10 +17,14 @@ namespace fs = std::filesystem;
 namespace eggroll::cli {
 namespace {
 
-// The main figure of a metrics record: the first known name it carries.
-std::string main_figure(const nlohmann::json& r) {
+// The figure to draw: the first known name the first record carries; classification runs
+// (records with test_accuracy) draw accuracy, whatever their score, since that is what they are
+// judged by.
+std::string main_figure(const std::vector<nlohmann::json>& records) {
+  for (const auto& r : records)
+    if (r.contains("test_accuracy") && records.front().contains("accuracy")) return "accuracy";
   for (const char* k : {"loss", "mean_return", "accuracy", "train_bits_per_byte"})
-    if (r.contains(k)) return k;
+    if (records.front().contains(k)) return k;
   return "score_mean";
 }
 
@@ -45,7 +49,7 @@ int plot(const std::string& run_dir, const std::string& out_arg, const std::stri
   check(!records.empty(), "plot: '", metrics.string(), "' has no records yet");
   check(std::system("command -v gnuplot >/dev/null 2>&1") == 0,
         "plot: gnuplot is not installed (apt-get install gnuplot-nox)");
-  const std::string main = main_figure(records.front()), eval = eval_figure(main);
+  const std::string main = main_figure(records), eval = eval_figure(main);
   const std::string out = out_arg.empty() ? (fs::path(run_dir) / "learning_curve.png").string() : out_arg;
 
   const fs::path data = fs::temp_directory_path() / ("eggroll-plot-" + std::to_string(::getpid()) + ".dat");

@@ -5,10 +5,12 @@
 #include <exception>
 
 #include "commands.hpp"
+#include "eggroll/core/system.hpp"
 #include "eggroll/core/error.hpp"
 
 int main(int argc, char** argv) {
   using namespace eggroll::cli;
+  eggroll::retain_freed_memory();
   CLI::App app{"eggroll: EGGROLL low-rank evolution strategies"};
   app.require_subcommand(1);
   app.set_version_flag("--version", EGGROLL_CLI_VERSION);

@@ -1,9 +1,13 @@
-// system_info(): build flags and run-time CPU detection.
+// system_info(): build flags and run-time CPU detection; retain_freed_memory().
 #include "eggroll/core/system.hpp"
 
 #include <omp.h>
 
 #include <fstream>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace eggroll {
 
@@ -39,6 +43,14 @@ SystemInfo system_info() {
 #endif
   s.max_threads = omp_get_max_threads();
   return s;
+}
+
+void retain_freed_memory() {
+#if defined(__GLIBC__)
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);  // blocks below this come from the heap, reused after free
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);  // the heap's free top is kept up to this size
+#endif
 }
 
 }  // namespace eggroll

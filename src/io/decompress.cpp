@@ -32,8 +32,8 @@ bool starts_with_bytes(std::string_view data, std::initializer_list<unsigned cha
 [[noreturn]] void throw_corrupt(const std::string& source, Compression c, const std::string& why) {
   throw_error("compressed file '", source, "' is corrupt or truncated (", compression_name(c),
               ": ", why, "); expected a complete ", compression_name(c),
-              " stream (detected from its first bytes); re-create or re-download the file, or "
-              "add a pattern matching it to the exclude list");
+              " stream (detected from its first bytes); re-create or re-download the file (a text corpus "
+              "may instead exclude it with a pattern in task.exclude)");
 }
 
 std::string gunzip(std::string_view data, const std::string& source) {
