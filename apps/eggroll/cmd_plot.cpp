@@ -67,7 +67,10 @@ int plot(const std::string& run_dir, const std::string& out_arg, const std::stri
   const bool log_y = lo > 0 && hi / lo > 50 && main != "train_bits_per_byte";
 
   std::string script = "set terminal pngcairo size 900,560 enhanced font 'sans,11'\n";
-  script += "set output '" + out + "'\nset datafile missing '?'\nset grid\nset key top right\n";
+  // Rising figures (accuracy, return) keep the key out of the curve's way at the bottom.
+  const bool rising = main == "accuracy" || main == "mean_return";
+  script += "set output '" + out + "'\nset datafile missing '?'\nset grid\nset key " +
+            (rising ? "bottom right" : "top right") + "\n";
   script += "set title '" + fs::path(run_dir).filename().string() + "' noenhanced\n";
   const std::string x = time_axis ? "($2/60)" : "1";
   script += std::string("set xlabel '") + (time_axis ? "wall time (minutes)" : "epoch") + "'\nset ylabel '" + main +
