@@ -82,6 +82,16 @@ struct Blocked {
     }
   }
 
+  // corr for rank > 1 (cpu_sgemm.hpp).
+  static Reg rank_sum(const float* av, std::int64_t rank, std::int64_t lane_stride,
+                                        std::int64_t c_stride, int count, const float* xb, bool by_columns) {
+    if (by_columns) return V::rank_product(av, rank, count, xb);  // columns by shuffles, not strided loads
+    Reg corr = V::mul(V::broadcast(xb), V::load_strided(av, lane_stride, count));
+    for (std::int64_t c = 1; c < rank; ++c)
+      corr = V::fma(V::broadcast(xb + c), V::load_strided(av + c * c_stride, lane_stride, count), corr);
+    return corr;
+  }
+
   // acc[r][v] = fma(coef_j, corr, acc[r][v]) for row + r of member j (cpu_sgemm.hpp).
   template <int MR, int NV>
   static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
@@ -101,14 +111,8 @@ struct Blocked {
       for (int v = 0; v < NV; ++v) {
         const float* av = a + v * kLanes * lane_stride;
         const int count = cols - v * kLanes;
-        Reg corr;
-        if (by_columns) {  // the block's columns by shuffles instead of strided loads
-          corr = V::rank_product(av, rank, count, xb);
-        } else {
-          corr = V::mul(V::broadcast(xb), V::load_strided(av, lane_stride, count));
-          for (std::int64_t c = 1; c < rank; ++c)
-            corr = V::fma(V::broadcast(xb + c), V::load_strided(av + c * c_stride, lane_stride, count), corr);
-        }
+        const Reg corr = rank == 1 ? V::mul(V::broadcast(xb), V::load_first(av, count))
+                                   : rank_sum(av, rank, lane_stride, c_stride, count, xb, by_columns);
         acc[r][v] = V::fma(coef, corr, acc[r][v]);
       }
     }
