@@ -22,9 +22,9 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 // lowrank_correction, with y written once. OpenMP inside when called outside a parallel region.
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
 
-// out (m, n) += sum over k (in order) and c (in order) of (weight[k] A_k[:, c]) B_k[:, c]^T, one
-// fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over packed
-// panels, OpenMP over output rows.
+// out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T, one
+// fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over a packed
+// panel of weighted B columns, A's values broadcast from the blocks, OpenMP over output rows.
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out);
 

@@ -143,14 +143,15 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
 
 namespace {
 
-constexpr std::int64_t kTileRows = 8;    // output rows per micro-tile (broadcast A values)
+constexpr std::int64_t kTileRows = 12;   // output rows per micro-tile (broadcast A values)
 constexpr std::int64_t kTileCols = 32;   // output columns per micro-tile (two zmm of B values)
 constexpr std::int64_t kDepth = 256;     // (term, rank) products per packed panel
 
-// acc (ROWS x 32 outputs at out) += sum_q ap[q][i] bp[q][0..32), q < depth, in q order.
+// acc (ROWS x 32 outputs at out) += sum_q A[q][i] bp[q][0..32), q < depth, in q order, where
+// A[q][i] = a[q][i r] (a[q] points at row a0, column c of the term's A (m, r)).
 template <int ROWS>
-void update_tile(std::int64_t depth, const float* ap, const float* bp, std::int64_t ldb, float* out,
-                 std::int64_t ldo, __mmask16 m0, __mmask16 m1) {
+void update_tile(std::int64_t depth, const float* const* a, std::int64_t r, const float* bp, std::int64_t ldb,
+                 float* out, std::int64_t ldo, __mmask16 m0, __mmask16 m1) {
   __m512 acc0[ROWS], acc1[ROWS];
   for (int i = 0; i < ROWS; ++i) {
     acc0[i] = _mm512_maskz_loadu_ps(m0, out + i * ldo);
@@ -158,8 +159,9 @@ void update_tile(std::int64_t depth, const float* ap, const float* bp, std::int6
   }
   for (std::int64_t q = 0; q < depth; ++q) {
     const __m512 b0 = _mm512_loadu_ps(bp + q * ldb), b1 = _mm512_loadu_ps(bp + q * ldb + 16);
+    const float* aq = a[q];
     for (int i = 0; i < ROWS; ++i) {
-      const __m512 av = _mm512_set1_ps(ap[q * kTileRows + i]);
+      const __m512 av = _mm512_set1_ps(aq[i * r]);
       acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
       acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
     }
@@ -170,11 +172,36 @@ void update_tile(std::int64_t depth, const float* ap, const float* bp, std::int6
   }
 }
 
-using TileFn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t, __mmask16,
-                        __mmask16);
-constexpr TileFn kTiles[kTileRows + 1] = {nullptr,           update_tile<1>, update_tile<2>, update_tile<3>,
-                                          update_tile<4>,    update_tile<5>, update_tile<6>, update_tile<7>,
-                                          update_tile<8>};
+using TileFn = void (*)(std::int64_t, const float* const*, std::int64_t, const float*, std::int64_t, float*,
+                        std::int64_t, __mmask16, __mmask16);
+constexpr TileFn kTiles[kTileRows + 1] = {nullptr,         update_tile<1>, update_tile<2>,  update_tile<3>,
+                                          update_tile<4>,  update_tile<5>, update_tile<6>,  update_tile<7>,
+                                          update_tile<8>,  update_tile<9>, update_tile<10>, update_tile<11>,
+                                          update_tile<12>};
+
+// Row q = (k - k0) r + c of the B panel: weight_k B_k[:, c] (n values, then zeros up to ldb).
+void pack_b_rows(const float* b, std::int64_t n, std::int64_t r, float wk, std::int64_t ldb, float* rows) {
+  const __m512 w = _mm512_set1_ps(wk);
+  const bool by_columns = avx512::with_power_of_two_rank(r, [&](auto rank) {
+    constexpr int R = decltype(rank)::value;
+    __m512 column[R];
+    for (std::int64_t e = 0; e < ldb; e += 16) {
+      avx512::columns<R>(b + e * R, std::min<std::int64_t>(16, n - e), column);
+      for (int c = 0; c < R; ++c) _mm512_storeu_ps(rows + c * ldb + e, _mm512_mul_ps(w, column[c]));
+    }
+  });
+  if (by_columns) return;
+  for (std::int64_t c = 0; c < r; ++c) {
+    float* row = rows + c * ldb;
+    if (r == 1) {
+      for (std::int64_t e = 0; e < ldb; e += 16)
+        _mm512_storeu_ps(row + e, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(avx512::first_lanes(n - e), b + e)));
+      continue;
+    }
+    for (std::int64_t e = 0; e < n; ++e) row[e] = wk * b[e * r + c];
+    for (std::int64_t e = n; e < ldb; ++e) row[e] = 0.0f;
+  }
+}
 
 }  // namespace
 
@@ -185,41 +212,26 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
   const std::int64_t ldb = (n + kTileCols - 1) / kTileCols * kTileCols;  // padded: full-width loads
   const std::int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
   std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * ldb));
-  std::vector<float> ap(static_cast<std::size_t>(row_tiles * terms_per_panel * r * kTileRows));
+  std::vector<const float*> a_base(static_cast<std::size_t>(terms_per_panel * r));
   for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
     const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
+    // a_base[q] = &A_k[0][c]: the tiles broadcast A's values from the blocks themselves.
+    for (std::int64_t q = 0; q < depth; ++q) a_base[q] = blocks[k0 + q / r] + n * r + q % r;
 #pragma omp parallel
     {
-      // Panels: bp[q][b] = B_k[b, c] and ap[tile][q][i] = w_k A_k[tile rows + i, c], q = (k - k0) r + c.
+      // The B panel: rows q = (k - k0) r + c hold weight_k B_k[:, c].
 #pragma omp for schedule(static)
-      for (std::int64_t q = 0; q < depth; ++q) {
-        const float* b = blocks[k0 + q / r];
-        const std::int64_t c = q % r;
-        float* row = bp.data() + q * ldb;
-        for (std::int64_t e = 0; e < n; ++e) row[e] = b[e * r + c];
-        for (std::int64_t e = n; e < ldb; ++e) row[e] = 0.0f;
-      }
-#pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < row_tiles; ++tile) {
-        float* dst = ap.data() + tile * depth * kTileRows;
-        for (std::int64_t q = 0; q < depth; ++q) {
-          const std::int64_t k = k0 + q / r, c = q % r;
-          const float* a = blocks[k] + n * r;
-          const auto w = static_cast<float>(weight[k]);
-          for (std::int64_t i = 0; i < kTileRows; ++i) {
-            const std::int64_t row = tile * kTileRows + i;
-            dst[q * kTileRows + i] = row < m ? w * a[row * r + c] : 0.0f;
-          }
-        }
-      }
+      for (std::int64_t t = 0; t < terms; ++t)
+        pack_b_rows(blocks[k0 + t], n, r, static_cast<float>(weight[k0 + t]), ldb, bp.data() + t * r * ldb);
       // Tiles of output rows are split over threads; each output element sees q in order.
+      std::vector<const float*> a(static_cast<std::size_t>(depth));
 #pragma omp for schedule(static)
       for (std::int64_t tile = 0; tile < row_tiles; ++tile) {
         const std::int64_t a0 = tile * kTileRows, rows_here = std::min(kTileRows, m - a0);
-        const float* apt = ap.data() + tile * depth * kTileRows;
+        for (std::int64_t q = 0; q < depth; ++q) a[q] = a_base[q] + a0 * r;
         for (std::int64_t b0 = 0; b0 < n; b0 += kTileCols) {
           const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
-          kTiles[rows_here](depth, apt, bp.data() + b0, ldb, out + a0 * n + b0, n, m0, m1);
+          kTiles[rows_here](depth, a.data(), r, bp.data() + b0, ldb, out + a0 * n + b0, n, m0, m1);
         }
       }
     }
