@@ -108,6 +108,11 @@ struct UpdateArgs {
   const std::int16_t* coef = nullptr;
   std::int64_t* z = nullptr;
 };
+// One row of ql1_norm and of qadd (backend.hpp) at the AVX-512 level (the scalar loops in
+// cpu_int8.cpp are the other levels); b and v may be null.
+void ql1_norm_row_avx512(std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int8_t* y);
+void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y);
+
 void update_scalar(const UpdateArgs& args);
 void update_avx2(const UpdateArgs& args);
 void update_avx512_vnni(const UpdateArgs& args);

@@ -160,10 +160,17 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
 // floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
+  const bool avx512 = current_level() == Level::avx512_vnni;
 #pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* xi = x + i * d;
     const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
+#if defined(__x86_64__)
+    if (avx512) {
+      detail::ql1_norm_row_avx512(d, xi, wi, y + i * d);
+      continue;
+    }
+#endif
     std::int64_t sum = 0;
     for (std::int64_t k = 0; k < d; ++k) sum += xi[k] < 0 ? -std::int32_t{xi[k]} : std::int32_t{xi[k]};
     const FloorClip by_mav(std::max<std::int64_t>(sum / d, 1));
@@ -173,12 +180,19 @@ void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, con
 
 void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
           std::int64_t v_stride, std::int8_t* y) {
+  const bool avx512 = current_level() == Level::avx512_vnni;
 #pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;
     const std::int8_t* ai = a + i * d;
     const std::int8_t* bi = b != nullptr ? b + i * d : nullptr;
     std::int8_t* yi = y + i * d;
+#if defined(__x86_64__)
+    if (avx512) {
+      detail::qadd_row_avx512(d, ai, bi, vi, yi);
+      continue;
+    }
+#endif
     for (std::int64_t k = 0; k < d; ++k) {
       const std::int32_t s = ai[k] + (bi != nullptr ? bi[k] : 0) + (vi != nullptr ? vi[k] : 0);
       yi[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));

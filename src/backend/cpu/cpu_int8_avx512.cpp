@@ -412,6 +412,42 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
+void ql1_norm_row_avx512(std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int8_t* y) {
+  // sum |x|: |-128| = 128 is 0x80 read as unsigned, so the byte sums (vpsadbw) are exact.
+  __m512i sums = _mm512_setzero_si512();
+  for (std::int64_t k = 0; k < d; k += 64) {
+    const __mmask64 mk = d - k >= 64 ? ~__mmask64{0} : (__mmask64{1} << (d - k)) - 1;
+    sums = _mm512_add_epi64(sums, _mm512_sad_epu8(_mm512_abs_epi8(_mm512_maskz_loadu_epi8(mk, x + k)),
+                                                  _mm512_setzero_si512()));
+  }
+  const std::int64_t mav = std::max<std::int64_t>(_mm512_reduce_add_epi64(sums) / d, 1);
+  // floor(x w / mav) in float is exact: |x w| <= 2^14 and 1 <= mav <= 128, so a quotient that is
+  // not an integer lies at least 1/128 from one, far more than the division's rounding error
+  // (|x w / mav| 2^-24 < 2^-10); then clip to [-127, 127].
+  const __m512 divisor = _mm512_set1_ps(static_cast<float>(mav));
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (std::int64_t k = 0; k < d; k += 16) {
+    const __mmask16 mk = d - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (d - k)) - 1u);
+    const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mk, x + k));
+    const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mk, w + k));
+    const __m512 q = _mm512_div_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(xv, wv)), divisor);
+    const __m512i qi = _mm512_cvttps_epi32(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+    _mm512_mask_cvtepi32_storeu_epi8(y + k, mk, _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi));
+  }
+}
+
+void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y) {
+  // The sum of three int8 values fits int16; clip to [-127, 127], then narrow.
+  const __m512i lo = _mm512_set1_epi16(-127), hi = _mm512_set1_epi16(127);
+  for (std::int64_t k = 0; k < d; k += 32) {
+    const __mmask32 mk = d - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (d - k)) - 1;
+    __m512i s = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, a + k));
+    if (b != nullptr) s = _mm512_add_epi16(s, _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, b + k)));
+    if (v != nullptr) s = _mm512_add_epi16(s, _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, v + k)));
+    _mm512_mask_cvtepi16_storeu_epi8(y + k, mk, _mm512_min_epi16(_mm512_max_epi16(s, lo), hi));
+  }
+}
+
 void qmm_avx512_vnni(const QmmArgs& g) {
   const std::int64_t rows = g.batch.rows();
   Packed p;
