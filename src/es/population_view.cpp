@@ -19,8 +19,8 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
   pair_end_ = begin == end ? 0 : noiser.pair_of(end - 1) + 1;
 }
 
-// The cached stream values of (param, tag) for every pair of the view, filled on first use in
-// parallel over pairs by fill(stream, first, count, out); returns the pair's len values.
+// The cached values of (param, tag) for every pair of the view, filled on first use in parallel
+// over pairs by fill(pair, out) (len values each); returns the pair's len values.
 template <typename T, typename Fill>
 const T* PopulationView::cached(std::map<Key, std::vector<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
                                 std::int64_t len, Fill fill) {
@@ -28,16 +28,27 @@ const T* PopulationView::cached(std::map<Key, std::vector<T>>& cache, const Para
   const std::int64_t n_pairs = pair_end_ - pair_begin_;
   if (values.empty()) {
     values.resize(static_cast<std::size_t>(n_pairs * len));
-    const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t k = 0; k < n_pairs; ++k) {
-      NoiseStream s = noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair_begin_ + k), tag);
-      fill(s, 0, static_cast<std::uint64_t>(len), values.data() + k * len);
-    }
+    for (std::int64_t k = 0; k < n_pairs; ++k) fill(pair_begin_ + k, values.data() + k * len);
   }
   check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "noise of parameter '", p.name,
         "' requested with two lengths in one view");
   return values.data() + (pair - pair_begin_) * len;
+}
+
+// A fill(pair, out) of len values: from the noise table when the noiser has one and the tag is
+// factors (a copy of the pair's slice: forward passes then read one contiguous block per view
+// instead of a random table offset per pair and call), else from the pair's stream.
+template <typename T, typename Table, typename StreamFill>
+auto PopulationView::filler(const Param& p, NoiseTag tag, std::int64_t len, const Table* table, StreamFill stream_fill) const {
+  const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_, id = p.id;
+  const bool from_table = table != nullptr && tag == NoiseTag::factors;
+  return [=](std::int64_t pair, T* out) {
+    if (from_table)
+      std::copy_n(table->slice(id, epoch, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len)), len, out);
+    else
+      stream_fill(noise_stream(seed, id, epoch, static_cast<std::uint64_t>(pair), tag), 0, static_cast<std::uint64_t>(len), out);
+  };
 }
 
 void PopulationView::check_pair(std::int64_t pair) const {
@@ -48,24 +59,19 @@ void PopulationView::check_pair(std::int64_t pair) const {
 const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  if (tag == NoiseTag::factors && noiser_->table())
-    return noiser_->table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len));
-  return cached(normals_, p, pair, tag, len, fill_normal);
+  return cached(normals_, p, pair, tag, len, filler<float>(p, tag, len, noiser_->table(), fill_normal));
 }
 
 const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  return cached(bits_, p, pair, tag, len, fill_bits);
+  return cached(bits_, p, pair, tag, len, filler<std::uint32_t>(p, tag, len, static_cast<const NoiseTable*>(nullptr), fill_bits));
 }
 
 const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  if (tag == NoiseTag::factors && noiser_->int8_table())
-    return noiser_->int8_table()->slice(p.id, noise_epoch_, static_cast<std::uint64_t>(pair),
-                                        static_cast<std::uint64_t>(len));
-  return cached(int8s_, p, pair, tag, len, fill_int8);
+  return cached(int8s_, p, pair, tag, len, filler<std::int8_t>(p, tag, len, noiser_->int8_table(), fill_int8));
 }
 
 void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
