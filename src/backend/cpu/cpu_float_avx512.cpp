@@ -69,6 +69,22 @@ inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t 
   }
 }
 
+// xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). One row: xb_row.
+// Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and each value is
+// dot(x[t], B[:, c]), which costs a quarter of the shuffles per row. The choice depends on the
+// rows per member of the forward (a property of the task), never on the batch or the threads.
+inline void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n, std::int64_t r,
+                      float* bt_scratch, float* xb) {
+  if (rows == 1 || r == 1) {
+    for (std::int64_t t = 0; t < rows; ++t) xb_row(x + t * n, b, n, r, xb + t * r);
+    return;
+  }
+  for (std::int64_t k = 0; k < n; ++k)
+    for (std::int64_t c = 0; c < r; ++c) bt_scratch[c * n + k] = b[k * r + c];
+  for (std::int64_t t = 0; t < rows; ++t)
+    for (std::int64_t c = 0; c < r; ++c) xb[t * r + c] = dot(x + t * n, bt_scratch + c * n, n);
+}
+
 }  // namespace
 
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
@@ -77,7 +93,8 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
   // Rank > 1: each member's A (m, r) transposed to (r, m), so the product below reads contiguous
   // values (the same values, in the same order, as the fused store's).
   std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
-  std::vector<float> xb(static_cast<std::size_t>(r));
+  std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
+  std::vector<float> xb(static_cast<std::size_t>(rows * r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
     if (coef == 0.0f || f.blocks[j] == nullptr) continue;
@@ -89,15 +106,16 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
       at = scratch.data();
     }
     const __m512 vcoef = _mm512_set1_ps(coef);
+    member_xb(x + j * rows * n, rows, b, n, r, bt_scratch.data(), xb.data());
     for (std::int64_t t = 0; t < rows; ++t) {
       const std::int64_t row = j * rows + t;
-      xb_row(x + row * n, b, n, r, xb.data());
+      const float* xbt = xb.data() + t * r;
       float* yr = y + row * m;
       for (std::int64_t a = 0; a < m; a += 16) {
         const __mmask16 ma = lanes(m - a);
-        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xb[0]), _mm512_maskz_loadu_ps(ma, at + a));
+        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xbt[0]), _mm512_maskz_loadu_ps(ma, at + a));
         for (std::int64_t c = 1; c < r; ++c)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(xb[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(xbt[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
         _mm512_mask_storeu_ps(yr + a, ma, _mm512_fmadd_ps(vcoef, acc, _mm512_maskz_loadu_ps(ma, yr + a)));
       }
     }
@@ -114,13 +132,16 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   std::vector<std::int32_t> member_of_row(static_cast<std::size_t>(batch.rows()));
   std::vector<float> at(transpose_a ? static_cast<std::size_t>(members * r * m) : 0);
   std::vector<const float*> at_ptr(transpose_a ? static_cast<std::size_t>(members) : 0);
-#pragma omp parallel for schedule(static) if (batch.rows() * n * r >= (std::int64_t{1} << 16))
+#pragma omp parallel if (batch.rows() * n * r >= (std::int64_t{1} << 16))
+  {
+  std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
+#pragma omp for schedule(static)
   for (std::int64_t j = 0; j < members; ++j) {
     for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
       member_of_row[row] = static_cast<std::int32_t>(j);
     if (f.coef[j] == 0.0f || f.blocks[j] == nullptr) continue;
-    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
-      xb_row(x + row * n, f.blocks[j], n, r, xb.data() + row * r);
+    member_xb(x + j * rows_per_member * n, rows_per_member, f.blocks[j], n, r, bt_scratch.data(),
+              xb.data() + j * rows_per_member * r);
     if (transpose_a) {
       const float* a = f.blocks[j] + n * r;
       float* out = at.data() + j * r * m;
@@ -128,6 +149,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         for (std::int64_t c = 0; c < r; ++c) out[c * m + e] = a[e * r + c];
       at_ptr[j] = out;
     }
+  }
   }
   cpu_sgemm::LowRankEpilogue e;
   e.rank = r;
