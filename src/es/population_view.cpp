@@ -22,7 +22,7 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
 // The cached values of (param, tag) for every pair of the view, filled on first use in parallel
 // over pairs by fill(pair, out) (len values each); returns the pair's len values.
 template <typename T, typename Fill>
-const T* PopulationView::cached(std::map<Key, std::vector<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
+const T* PopulationView::cached(std::map<Key, Values<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
                                 std::int64_t len, Fill fill) {
   auto& values = cache[Key{p.id, tag}];
   const std::int64_t n_pairs = pair_end_ - pair_begin_;

@@ -71,8 +71,27 @@ class PopulationView {
     NoiseTag tag;
     bool operator<(const Key& o) const { return param != o.param ? param < o.param : tag < o.tag; }
   };
+  // Vectors whose resize leaves the values unset (the cache fills every value right after; clearing
+  // a buffer of the whole population's factors first would double its memory traffic).
+  template <typename T>
+  struct UnsetAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+      using other = UnsetAllocator<U>;
+    };
+    UnsetAllocator() = default;
+    template <typename U>
+    UnsetAllocator(const UnsetAllocator<U>&) {}
+    template <typename U>
+    void construct(U* p) {
+      ::new (static_cast<void*>(p)) U;
+    }
+  };
+  template <typename T>
+  using Values = std::vector<T, UnsetAllocator<T>>;
+
   template <typename T, typename Fill>
-  const T* cached(std::map<Key, std::vector<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
+  const T* cached(std::map<Key, Values<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
                   std::int64_t len, Fill fill);
   template <typename T, typename Table, typename StreamFill>
   auto filler(const Param& p, NoiseTag tag, std::int64_t len, const Table* table, StreamFill stream_fill) const;
@@ -83,9 +102,9 @@ class PopulationView {
   std::uint64_t noise_epoch_;
   double sigma_;
   std::int64_t begin_, end_, pair_begin_, pair_end_;
-  std::map<Key, std::vector<float>> normals_;
-  std::map<Key, std::vector<std::uint32_t>> bits_;
-  std::map<Key, std::vector<std::int8_t>> int8s_;
+  std::map<Key, Values<float>> normals_;
+  std::map<Key, Values<std::uint32_t>> bits_;
+  std::map<Key, Values<std::int8_t>> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
   mutable std::recursive_mutex mutex_;
 };
