@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The CPU speed figures of docs/results.md: every suite of `eggroll bench`, the GEMM comparison and
+# the PyTorch baseline, one after another (about 15 minutes on 2 cores). Outputs (text and JSON)
+# go to $OUT (default /tmp/eggroll-bench). Needs a build, and for the last two libdnnl-dev,
+# libopenblas-dev, libopenblas0-openmp and python3-torch. Run from anywhere: bench/cpu_speed.sh
+set -u
+cd "$(dirname "$0")/.."
+E=build/apps/eggroll/eggroll
+O=${OUT:-/tmp/eggroll-bench}; mkdir -p $O
+$E bench --suite peak --json $O/peak.json > $O/peak.txt 2>&1
+$E bench --suite forward --dtypes f32 int8 --models medium large --populations 256 4096 --ranks 1 4 --rows 1 16 --noise generator table --reps 7 --json $O/forward.json > $O/forward.txt 2>&1
+$E bench --suite forward --dtypes f32 int8 --models small --populations 4096 --ranks 1 4 --rows 1 16 --noise generator table --reps 7 --json $O/forward_small.json > $O/forward_small.txt 2>&1
+$E bench --suite epoch --dtypes f32 int8 --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --reps 5 --json $O/epoch.json > $O/epoch.txt 2>&1
+$E bench --suite update --dtypes f32 int8 --models medium large --populations 1024 4096 --ranks 1 4 --rows 16 --reps 5 --json $O/update.json > $O/update.txt 2>&1
+$E bench --suite lm --json $O/lm.json > $O/lm.txt 2>&1
+$E bench --suite memory --json $O/memory.json > $O/memory.txt 2>&1
+build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
+OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
+GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes default,SkylakeX --json $O/torch.json > $O/torch.txt 2>&1
