@@ -111,6 +111,15 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
       const std::int64_t row = j * rows + t;
       const float* xbt = xb.data() + t * r;
       float* yr = y + row * m;
+      if (r == 1) {  // y = fma(coef xb, A, y) (the fused store's rank-1 form)
+        const __m512 scale = _mm512_set1_ps(coef * xbt[0]);
+        for (std::int64_t a = 0; a < m; a += 16) {
+          const __mmask16 ma = lanes(m - a);
+          _mm512_mask_storeu_ps(yr + a, ma,
+                                _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(ma, at + a), _mm512_maskz_loadu_ps(ma, yr + a)));
+        }
+        continue;
+      }
       for (std::int64_t a = 0; a < m; a += 16) {
         const __mmask16 ma = lanes(m - a);
         __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xbt[0]), _mm512_maskz_loadu_ps(ma, at + a));
@@ -130,6 +139,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const bool transpose_a = r > 1 && rows_per_member > 1;
   std::vector<float> xb(static_cast<std::size_t>(batch.rows() * r));
   std::vector<std::int32_t> member_of_row(static_cast<std::size_t>(batch.rows()));
+  // Rank 1: the row's A and coef_j xb[row] (cpu_sgemm.hpp).
+  std::vector<const float*> row_a(r == 1 ? static_cast<std::size_t>(batch.rows()) : 0);
+  std::vector<float> row_scale(r == 1 ? static_cast<std::size_t>(batch.rows()) : 0);
   std::vector<float> at(transpose_a ? static_cast<std::size_t>(members * r * m) : 0);
   std::vector<const float*> at_ptr(transpose_a ? static_cast<std::size_t>(members) : 0);
 #pragma omp parallel if (batch.rows() * n * r >= (std::int64_t{1} << 16))
@@ -137,11 +149,17 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
 #pragma omp for schedule(static)
   for (std::int64_t j = 0; j < members; ++j) {
-    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
+    const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
+    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row) {
       member_of_row[row] = static_cast<std::int32_t>(j);
-    if (f.coef[j] == 0.0f || f.blocks[j] == nullptr) continue;
+      if (r == 1) row_a[row] = perturbed ? f.blocks[j] + n : nullptr;
+    }
+    if (!perturbed) continue;
     member_xb(x + j * rows_per_member * n, rows_per_member, f.blocks[j], n, r, bt_scratch.data(),
               xb.data() + j * rows_per_member * r);
+    if (r == 1)
+      for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
+        row_scale[row] = f.coef[j] * xb[row];
     if (transpose_a) {
       const float* a = f.blocks[j] + n * r;
       float* out = at.data() + j * r * m;
@@ -159,6 +177,10 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.coef = f.coef;
   e.member_of_row = member_of_row.data();
   e.a_transposed = transpose_a ? at_ptr.data() : nullptr;
+  if (r == 1) {
+    e.row_a = row_a.data();
+    e.row_scale = row_scale.data();
+  }
   e.m = m;
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }

@@ -95,6 +95,17 @@ struct Blocked {
   // acc[r][v] = fma(coef_j, corr, acc[r][v]) for row + r of member j (cpu_sgemm.hpp).
   template <int MR, int NV>
   static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
+    if (ep.row_a != nullptr) {  // rank 1
+      for (int r = 0; r < MR; ++r) {
+        const float* a = ep.row_a[row + r];
+        if (a == nullptr) continue;
+        const Reg scale = V::broadcast(ep.row_scale + row + r);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v)
+          acc[r][v] = V::fma(scale, V::load_first(a + col + v * kLanes, cols - v * kLanes), acc[r][v]);
+      }
+      return;
+    }
     const std::int64_t rank = ep.rank;
     const bool by_columns = ep.a_transposed == nullptr && rank > 1 && V::columns_serve(rank);
     for (int r = 0; r < MR; ++r) {
