@@ -52,15 +52,13 @@ inline bool with_power_of_two_rank(std::int64_t rank, Fn&& fn) {
   }
 }
 
-// sum_c xb[c] A[l][c] for the (count, R) block A at p, lane l: xb[0] A[:, 0], then one fused
-// multiply-add per c in order (the order of the transposed-A loop it replaces).
+// acc = fma(s[c], A[l][c], acc) in lane l for c = 0 .. R-1 in order, A the (count, R) block at p.
 template <int R>
-inline __m512 rank_product(const float* p, std::int64_t count, const float* xb) {
+inline __m512 rank_fma(const float* p, std::int64_t count, const float* s, __m512 acc) {
   __m512 column[R];
   columns<R>(p, count, column);
-  __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xb[0]), column[0]);
 #pragma GCC unroll 16
-  for (int c = 1; c < R; ++c) acc = _mm512_fmadd_ps(_mm512_set1_ps(xb[c]), column[c], acc);
+  for (int c = 0; c < R; ++c) acc = _mm512_fmadd_ps(_mm512_set1_ps(s[c]), column[c], acc);
   return acc;
 }
 

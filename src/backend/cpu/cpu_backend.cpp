@@ -51,10 +51,8 @@ class CpuBackend final : public Backend {
 
   void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,
                         float* y) override {
-    // Fused where it measures faster (bench/README.md): rank 1, or one row per member (where the
-    // separate kernel would transpose each member's A for a single row). Both give the same bits.
-    const bool fuse = f.rank == 1 || batch.rows_per_member == 1;
-    if (fuse && float_avx512() && std::string(cpu_sgemm::level()) == "avx512")
+    // Fused at the AVX-512 level (the same bits as the two kernels in sequence).
+    if (float_avx512() && std::string(cpu_sgemm::level()) == "avx512")
       return cpu_float_avx512::perturbed_matmul(batch, f, x, w, y);
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);

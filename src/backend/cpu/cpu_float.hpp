@@ -13,7 +13,8 @@
 namespace eggroll::cpu_float_avx512 {
 
 // y[row] += coef_j (x[row] B_j) A_j^T for the rows of members [member_first, member_first + count)
-// of the batch; runs on the calling thread.
+// of the batch, as y = fma(s[c], A_j[:, c], y) for c in order with s = coef_j (x[row] B_j); runs on
+// the calling thread.
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count);
 

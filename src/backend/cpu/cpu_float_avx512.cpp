@@ -94,7 +94,7 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
   // values (the same values, in the same order, as the fused store's).
   std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
   std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
-  std::vector<float> xb(static_cast<std::size_t>(rows * r));
+  std::vector<float> xb(static_cast<std::size_t>(rows * r)), scale(static_cast<std::size_t>(r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
     if (coef == 0.0f || f.blocks[j] == nullptr) continue;
@@ -105,27 +105,17 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
         for (std::int64_t c = 0; c < r; ++c) scratch[c * m + a] = at[a * r + c];
       at = scratch.data();
     }
-    const __m512 vcoef = _mm512_set1_ps(coef);
     member_xb(x + j * rows * n, rows, b, n, r, bt_scratch.data(), xb.data());
     for (std::int64_t t = 0; t < rows; ++t) {
-      const std::int64_t row = j * rows + t;
-      const float* xbt = xb.data() + t * r;
-      float* yr = y + row * m;
-      if (r == 1) {  // y = fma(coef xb, A, y) (the fused store's rank-1 form)
-        const __m512 scale = _mm512_set1_ps(coef * xbt[0]);
-        for (std::int64_t a = 0; a < m; a += 16) {
-          const __mmask16 ma = lanes(m - a);
-          _mm512_mask_storeu_ps(yr + a, ma,
-                                _mm512_fmadd_ps(scale, _mm512_maskz_loadu_ps(ma, at + a), _mm512_maskz_loadu_ps(ma, yr + a)));
-        }
-        continue;
-      }
+      float* yr = y + (j * rows + t) * m;
+      for (std::int64_t c = 0; c < r; ++c) scale[c] = coef * xb[t * r + c];
+      // y = fma(s[c], A[:, c], y) for c in order: the fused store's operations (cpu_sgemm.hpp).
       for (std::int64_t a = 0; a < m; a += 16) {
         const __mmask16 ma = lanes(m - a);
-        __m512 acc = _mm512_mul_ps(_mm512_set1_ps(xbt[0]), _mm512_maskz_loadu_ps(ma, at + a));
-        for (std::int64_t c = 1; c < r; ++c)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(xbt[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
-        _mm512_mask_storeu_ps(yr + a, ma, _mm512_fmadd_ps(vcoef, acc, _mm512_maskz_loadu_ps(ma, yr + a)));
+        __m512 acc = _mm512_maskz_loadu_ps(ma, yr + a);
+        for (std::int64_t c = 0; c < r; ++c)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(scale[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
+        _mm512_mask_storeu_ps(yr + a, ma, acc);
       }
     }
   }
@@ -133,55 +123,40 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y) {
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
-  // xb (rows, r) = x[row] B_j, as the separate correction computes it (so both give the same
-  // bits). With rank > 1 and several rows per member, A_j^T (r, m) too, read contiguously by the
-  // store; with one row per member the store takes A_j's columns itself.
+  // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
+  // both give the same bits). With rank > 1 and several rows per member, A_j^T (r, m), read
+  // contiguously by the store; with one row per member the store takes A_j's columns itself.
   const bool transpose_a = r > 1 && rows_per_member > 1;
-  std::vector<float> xb(static_cast<std::size_t>(batch.rows() * r));
-  std::vector<std::int32_t> member_of_row(static_cast<std::size_t>(batch.rows()));
-  // Rank 1: the row's A and coef_j xb[row] (cpu_sgemm.hpp).
-  std::vector<const float*> row_a(r == 1 ? static_cast<std::size_t>(batch.rows()) : 0);
-  std::vector<float> row_scale(r == 1 ? static_cast<std::size_t>(batch.rows()) : 0);
+  std::vector<float> row_scale(static_cast<std::size_t>(batch.rows() * r));
+  std::vector<const float*> row_a(static_cast<std::size_t>(batch.rows()));
   std::vector<float> at(transpose_a ? static_cast<std::size_t>(members * r * m) : 0);
-  std::vector<const float*> at_ptr(transpose_a ? static_cast<std::size_t>(members) : 0);
 #pragma omp parallel if (batch.rows() * n * r >= (std::int64_t{1} << 16))
   {
-  std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
+    std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
 #pragma omp for schedule(static)
-  for (std::int64_t j = 0; j < members; ++j) {
-    const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
-    for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row) {
-      member_of_row[row] = static_cast<std::int32_t>(j);
-      if (r == 1) row_a[row] = perturbed ? f.blocks[j] + n : nullptr;
+    for (std::int64_t j = 0; j < members; ++j) {
+      const std::int64_t first = j * rows_per_member;
+      const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
+      const float* a = perturbed ? f.blocks[j] + n * r : nullptr;
+      if (perturbed && transpose_a) {
+        float* out = at.data() + j * r * m;
+        for (std::int64_t e = 0; e < m; ++e)
+          for (std::int64_t c = 0; c < r; ++c) out[c * m + e] = a[e * r + c];
+        a = out;
+      }
+      for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[first + t] = a;
+      if (!perturbed) continue;
+      float* s = row_scale.data() + first * r;
+      member_xb(x + first * n, rows_per_member, f.blocks[j], n, r, bt_scratch.data(), s);
+      for (std::int64_t k = 0; k < rows_per_member * r; ++k) s[k] *= f.coef[j];
     }
-    if (!perturbed) continue;
-    member_xb(x + j * rows_per_member * n, rows_per_member, f.blocks[j], n, r, bt_scratch.data(),
-              xb.data() + j * rows_per_member * r);
-    if (r == 1)
-      for (std::int64_t row = j * rows_per_member; row < (j + 1) * rows_per_member; ++row)
-        row_scale[row] = f.coef[j] * xb[row];
-    if (transpose_a) {
-      const float* a = f.blocks[j] + n * r;
-      float* out = at.data() + j * r * m;
-      for (std::int64_t e = 0; e < m; ++e)
-        for (std::int64_t c = 0; c < r; ++c) out[c * m + e] = a[e * r + c];
-      at_ptr[j] = out;
-    }
-  }
   }
   cpu_sgemm::LowRankEpilogue e;
   e.rank = r;
-  e.n = n;
-  e.xb = xb.data();
-  e.blocks = f.blocks;
-  e.coef = f.coef;
-  e.member_of_row = member_of_row.data();
-  e.a_transposed = transpose_a ? at_ptr.data() : nullptr;
-  if (r == 1) {
-    e.row_a = row_a.data();
-    e.row_scale = row_scale.data();
-  }
   e.m = m;
+  e.row_a = row_a.data();
+  e.row_scale = row_scale.data();
+  e.a_by_rank = r == 1 || transpose_a;
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
 

@@ -23,27 +23,18 @@ const char* level();
 void set_level(const char* level);
 
 // The low-rank correction of ALGORITHM.md 1.1 fused into the GEMM's store: when an element's chain
-// is complete, with j the member of row i and A_j (m, rank) the second part of member j's factor
-// block (B (n, rank) first):
-//   rank 1:  y[i][a] = fma(s_i, A_j[a][0], chain), s_i = coef_j xb[i][0] (row_scale);
-//   rank r:  y[i][a] = fma(coef_j, corr, chain), corr = xb[i][0] A_j[a][0], then
-//            corr = fma(xb[i][c], A_j[a][c], corr) for c = 1 .. r-1.
-// These are the operations, in order, of the separate correction kernel (cpu_float.hpp), so both
-// give the same bits; fused, y is written once instead of being read back and rewritten.
+// is complete, y[i][a] = chain, then y[i][a] = fma(s_i[c], A_j[a][c], y[i][a]) for c = 0 .. r-1 in
+// order, j the member of row i, s_i[c] = coef_j (x[i] B_j)[c] computed by the caller, A_j (m, r)
+// the second part of member j's factor block (B (n, r) first). The separate correction kernel
+// (cpu_float.hpp) performs the same operations in the same order, so both give the same bits;
+// fused, y is written once instead of being read back and rewritten.
 struct LowRankEpilogue {
-  std::int64_t rank = 1, n = 0;
-  const float* xb = nullptr;             // (rows, rank): x[i] B_j, computed by the caller
-  const float* const* blocks = nullptr;  // (members) factor blocks; null or coef 0 = unperturbed
-  const float* coef = nullptr;           // (members)
-  const std::int32_t* member_of_row = nullptr;  // (rows): i / rows_per_member, precomputed
-  // Rank 1 (then blocks, coef and member_of_row are unused): per row, A_j (null = unperturbed)
-  // and s_i = coef_j xb[i][0], so the store does one load and one FMA per vector.
-  const float* const* row_a = nullptr;
-  const float* row_scale = nullptr;
-  // Optional, for rank > 1: A_j^T (rank, m) per member, the same values laid out so that the
-  // store reads them contiguously (worth building when a member has several rows).
-  const float* const* a_transposed = nullptr;
-  std::int64_t m = 0;                    // the output count (the row stride of A_j^T)
+  std::int64_t rank = 1, m = 0;
+  const float* const* row_a = nullptr;  // (rows): the row's A_j, null for an unperturbed member
+  const float* row_scale = nullptr;     // (rows, rank): s_i
+  // true: row_a points at A_j^T (rank, m), each c's values contiguous (rank 1: A_j itself);
+  // false: at A_j (m, rank) in the factor block, whose columns the store takes itself.
+  bool a_by_rank = true;
 };
 
 // ---- internals shared with the level files (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp) ----

@@ -27,16 +27,14 @@ struct Ymm {
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
   static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
-  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   static Reg load_first(const float* p, int count) { return _mm256_maskload_ps(p, first_lanes(count)); }
-  static Reg load_strided(const float* p, std::int64_t stride, int count) {
-    if (stride == 1) return load_first(p, count);
-    const __m256i index = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(stride)));
-    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, index, _mm256_castsi256_ps(first_lanes(count)), 4);
+  static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
+    const __m256i index = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(rank)));
+    for (std::int64_t c = 0; c < rank; ++c)
+      acc = fma(broadcast(s + c), _mm256_mask_i32gather_ps(zero(), p + c, index, _mm256_castsi256_ps(first_lanes(count)), 4), acc);
+    return acc;
   }
-  static bool columns_serve(std::int64_t) { return false; }
-  static Reg rank_product(const float*, std::int64_t, int, const float*) { return zero(); }
   static void store_first(float* p, Reg v, int count) { _mm256_maskstore_ps(p, first_lanes(count), v); }
   // 8 x 8 transpose in three rounds of two-source shuffles (24 in all).
   static void transpose(Reg r[8]) {

@@ -32,20 +32,16 @@ struct Zmm {
   static Reg load(const float* p) { return _mm512_loadu_ps(p); }
   static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   static Reg load_first(const float* p, int count) { return _mm512_maskz_loadu_ps(first_lanes(count), p); }
-  static Reg load_strided(const float* p, std::int64_t stride, int count) {
-    if (stride == 1) return load_first(p, count);
+  static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
+    if (avx512::with_power_of_two_rank(rank, [&](auto r) { acc = avx512::rank_fma<decltype(r)::value>(p, count, s, acc); }))
+      return acc;
     const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(static_cast<int>(stride)));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), first_lanes(count), index, p, 4);
-  }
-  static bool columns_serve(std::int64_t rank) { return avx512::columns_serve(rank); }
-  static Reg rank_product(const float* p, std::int64_t rank, int count, const float* xb) {
-    Reg out = zero();
-    avx512::with_power_of_two_rank(rank, [&](auto r) { out = avx512::rank_product<decltype(r)::value>(p, count, xb); });
-    return out;
+                                             _mm512_set1_epi32(static_cast<int>(rank)));
+    for (std::int64_t c = 0; c < rank; ++c)
+      acc = fma(broadcast(s + c), _mm512_mask_i32gather_ps(zero(), first_lanes(count), index, p + c, 4), acc);
+    return acc;
   }
   static void store_first(float* p, Reg v, int count) { _mm512_mask_storeu_ps(p, first_lanes(count), v); }
   // 16 x 16 transpose in four rounds of two-source shuffles (64 in all).
@@ -87,16 +83,14 @@ struct Xmm {
   static Reg load(const float* p) { return _mm_loadu_ps(p); }
   static Reg broadcast(const float* p) { return _mm_broadcast_ss(p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm_fmadd_ps(a, b, c); }
-  static Reg mul(Reg a, Reg b) { return _mm_mul_ps(a, b); }
   static void store(float* p, Reg v) { _mm_storeu_ps(p, v); }
   static Reg load_first(const float* p, int count) { return _mm_maskload_ps(p, first_lanes(count)); }
-  static Reg load_strided(const float* p, std::int64_t stride, int count) {
-    if (stride == 1) return load_first(p, count);
-    const __m128i index = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int>(stride)));
-    return _mm_mask_i32gather_ps(_mm_setzero_ps(), p, index, _mm_castsi128_ps(first_lanes(count)), 4);
+  static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
+    const __m128i index = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int>(rank)));
+    for (std::int64_t c = 0; c < rank; ++c)
+      acc = fma(broadcast(s + c), _mm_mask_i32gather_ps(zero(), p + c, index, _mm_castsi128_ps(first_lanes(count)), 4), acc);
+    return acc;
   }
-  static bool columns_serve(std::int64_t) { return false; }
-  static Reg rank_product(const float*, std::int64_t, int, const float*) { return zero(); }
   static void store_first(float* p, Reg v, int count) { _mm_maskstore_ps(p, first_lanes(count), v); }
   static void transpose(Reg r[4]) {
     const Reg t0 = _mm_unpacklo_ps(r[0], r[1]), t1 = _mm_unpackhi_ps(r[0], r[1]);

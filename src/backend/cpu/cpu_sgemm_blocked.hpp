@@ -16,9 +16,8 @@
 //   Reg, kLanes, kNv, kMr; zero(), load(p), broadcast(p), fma(a, b, c) = a b + c rounded once,
 //   store(p, v), load_first(p, count) / store_first(p, v, count) for the first count lanes,
 //   transpose(Reg block[kLanes]): block[j][c] := block[c][j]; and for the fused low-rank
-//   epilogue (cpu_sgemm.hpp) mul(a, b), load_strided(p, stride, count): lanes l < count from
-//   p[l stride], the rest 0, and columns_serve(rank) / rank_product(p, rank, count, xb): sum_c xb[c] p[l rank + c]
-//   in lane l (mul for c = 0, then fma per c), where a level has a faster way than strided loads.
+//   epilogue (cpu_sgemm.hpp) rank_fma(p, rank, count, s, acc): acc = fma(s[c], p[l rank + c], acc)
+//   in lane l < count for c = 0 .. rank-1 in order (lanes past count add 0).
 #pragma once
 #include <omp.h>
 
@@ -82,49 +81,35 @@ struct Blocked {
     }
   }
 
-  // corr for rank > 1 (cpu_sgemm.hpp).
-  static Reg rank_sum(const float* av, std::int64_t rank, std::int64_t lane_stride,
-                                        std::int64_t c_stride, int count, const float* xb, bool by_columns) {
-    if (by_columns) return V::rank_product(av, rank, count, xb);  // columns by shuffles, not strided loads
-    Reg corr = V::mul(V::broadcast(xb), V::load_strided(av, lane_stride, count));
-    for (std::int64_t c = 1; c < rank; ++c)
-      corr = V::fma(V::broadcast(xb + c), V::load_strided(av + c * c_stride, lane_stride, count), corr);
-    return corr;
-  }
-
-  // acc[r][v] = fma(coef_j, corr, acc[r][v]) for row + r of member j (cpu_sgemm.hpp).
+  // acc[r][v] += the low-rank correction of row + r (cpu_sgemm.hpp), one FMA per rank.
   template <int MR, int NV>
   static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
-    if (ep.row_a != nullptr) {  // rank 1
+    const std::int64_t rank = ep.rank;
+    if (rank == 1) {  // one load and one FMA per vector
       for (int r = 0; r < MR; ++r) {
         const float* a = ep.row_a[row + r];
         if (a == nullptr) continue;
-        const Reg scale = V::broadcast(ep.row_scale + row + r);
+        const Reg s = V::broadcast(ep.row_scale + row + r);
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v)
-          acc[r][v] = V::fma(scale, V::load_first(a + col + v * kLanes, cols - v * kLanes), acc[r][v]);
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(s, V::load_first(a + col + v * kLanes, cols - v * kLanes), acc[r][v]);
       }
       return;
     }
-    const std::int64_t rank = ep.rank;
-    const bool by_columns = ep.a_transposed == nullptr && rank > 1 && V::columns_serve(rank);
     for (int r = 0; r < MR; ++r) {
-      const std::int64_t i = row + r, j = ep.member_of_row[i];
-      const float* block = ep.blocks[j];
-      if (block == nullptr || ep.coef[j] == 0.0f) continue;
-      // A_j[col + l][c] at a[l lane_stride + c c_stride]: from the factor block (A (m, rank)) or A_j^T.
-      const bool t = ep.a_transposed != nullptr;
-      const float* a = t ? ep.a_transposed[j] + col : block + (ep.n + col) * rank;
-      const std::int64_t lane_stride = t ? 1 : rank, c_stride = t ? ep.m : 1;
-      const float* xb = ep.xb + i * rank;
-      const Reg coef = V::broadcast(ep.coef + j);
+      const float* a = ep.row_a[row + r];
+      if (a == nullptr) continue;
+      const float* s = ep.row_scale + (row + r) * rank;
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
-        const float* av = a + v * kLanes * lane_stride;
         const int count = cols - v * kLanes;
-        const Reg corr = rank == 1 ? V::mul(V::broadcast(xb), V::load_first(av, count))
-                                   : rank_sum(av, rank, lane_stride, c_stride, count, xb, by_columns);
-        acc[r][v] = V::fma(coef, corr, acc[r][v]);
+        Reg t = acc[r][v];  // a local chain: acc may live in memory here (run-time row index)
+        if (ep.a_by_rank) {
+          const float* av = a + col + v * kLanes;
+          for (std::int64_t c = 0; c < rank; ++c) t = V::fma(V::broadcast(s + c), V::load_first(av + c * ep.m, count), t);
+        } else {
+          t = V::rank_fma(a + (col + v * kLanes) * rank, rank, count, s, t);
+        }
+        acc[r][v] = t;
       }
     }
   }
