@@ -1,5 +1,6 @@
-// AVX-512 helper shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
-// cpu_float_avx512.cpp): the columns of a small row-major block, for the rank-r factors.
+// AVX-512 helpers shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
+// cpu_float_avx512.cpp, cpu_int8_avx512.cpp): 16 x 16 transposes and the columns of a small
+// row-major block (the rank-r factors).
 #pragma once
 #include <immintrin.h>
 
@@ -37,6 +38,30 @@ inline void columns(const float* p, std::int64_t count, __m512 (&out)[R]) {
     }
 #pragma GCC unroll 16
     for (int q = 0; q < R; ++q) out[q] = t[q];
+  }
+}
+
+// r[j] lane c := r[c] lane j: a 16 x 16 transpose of 32-bit values in four rounds of two-source
+// shuffles (64 in all).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i, 2i+1 interleaved within each 128-bit lane
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i+q], 128-bit lane L: rows 4i .. 4i+3 of column 4L+q
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; ++q) {  // column 4L+q = lane L of u[q], u[4+q], u[8+q], u[12+q]
+    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
   }
 }
 

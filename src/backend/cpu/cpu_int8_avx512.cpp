@@ -1,6 +1,7 @@
 // The cpu int8 kernels at the AVX-512 VNNI level (compiled with -mavx512*; chosen at run time when
 // the CPU has avx512f/bw/vl/vnni/vbmi). Results equal the scalar level bit for bit (integer math).
 #include "backend/int8_ops.hpp"
+#include "backend/cpu/avx512_columns.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -37,30 +38,53 @@ std::int32_t load_u32(const void* p) {
 }
 
 // The operands of one qmm call in the layouts the VNNI kernels read.
+// The buffers are the calling thread's, kept between calls (grow-only): every value is written
+// before it is read, and fresh buffers per call cost a clear and page faults each time.
 struct Packed {
   std::int64_t n_groups = 0;    // k in groups of 4: ceil(n / 4)
   std::int64_t x_stride = 0;    // row stride of xu: n rounded up to 64
   std::int64_t m_blocks = 0;    // outputs in blocks of 16: ceil(m / 16)
-  std::vector<std::uint8_t> xu;    // (rows, x_stride): x + 128 as u8, zero padded
-  std::vector<std::int8_t> wp;     // (m_blocks, n_groups, 16, 4): W[16 b + l][4 g + q], zero padded
-  std::vector<std::int32_t> bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
+  std::vector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
+  std::vector<std::int8_t>& wp;     // (m_blocks, n_groups, 16, 4): W[16 b + l][4 g + q], zero padded
+  std::vector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
+template <typename T>
+std::vector<T>& thread_scratch(int which) {
+  thread_local std::vector<T> buffers[2];
+  return buffers[which];
+}
+
+// Grows v to at least n values (never shrinks, so a reused buffer is not cleared again).
+template <typename T>
+void ensure_size(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
+
 // W (m, n) -> one packed block of 16 outputs and its +128 offset correction. Whole k-groups are
-// gathered (lane l reads W[16 blk + l][4 g .. 4 g + 3]); a partial last group is copied bytewise.
+// loaded 16 at a time and transposed (lane l of group g = W[16 blk + l][4 g .. 4 g + 3]); a partial
+// last group is copied bytewise.
 void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
   const std::int64_t a0 = blk * 16, valid = std::min<std::int64_t>(16, g.m - a0), full_groups = g.n / 4;
   const std::int8_t* base = g.w + a0 * g.n;
-  const __m512i vindex = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(static_cast<std::int32_t>(g.n)));
-  const __mmask16 lanes = static_cast<__mmask16>((1u << valid) - 1);
   const __m512i ones = _mm512_set1_epi8(1);
   std::int8_t* out = p.wp.data() + blk * p.n_groups * 64;
   __m512i colsum = _mm512_setzero_si512();
-  for (std::int64_t grp = 0; grp < full_groups; ++grp) {
-    const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, vindex, base + 4 * grp, 1);
-    _mm512_storeu_si512(out + grp * 64, v);
-    colsum = _mm512_dpbusd_epi32(colsum, ones, v);
+  // 16 groups at a time: 64 bytes of each of the 16 rows, transposed as 16 x 16 dwords, so that
+  // vector g holds group g of every row (row l in dword lane l).
+  for (std::int64_t grp = 0; grp < full_groups; grp += 16) {
+    const std::int64_t count = std::min<std::int64_t>(16, full_groups - grp);
+    const __mmask16 dwords = static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1u);
+    __m512 block[16];
+    for (std::int64_t l = 0; l < 16; ++l)
+      block[l] = l < valid ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(dwords, base + l * g.n + 4 * grp))
+                           : _mm512_setzero_ps();
+    avx512::transpose16(block);
+    for (std::int64_t q = 0; q < count; ++q) {
+      const __m512i v = _mm512_castps_si512(block[q]);
+      _mm512_storeu_si512(out + (grp + q) * 64, v);
+      colsum = _mm512_dpbusd_epi32(colsum, ones, v);
+    }
   }
   if (full_groups < p.n_groups) {  // the last k-group holds n % 4 columns
     std::int8_t* tail = out + full_groups * 64;
@@ -450,13 +474,11 @@ void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b,
 
 void qmm_avx512_vnni(const QmmArgs& g) {
   const std::int64_t rows = g.batch.rows();
-  Packed p;
-  p.n_groups = (g.n + 3) / 4;
-  p.x_stride = round_up(g.n, 64);
-  p.m_blocks = (g.m + 15) / 16;
-  p.xu.resize(static_cast<std::size_t>(rows * p.x_stride));
-  p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_groups * 64));
-  p.bias.resize(static_cast<std::size_t>(p.m_blocks * 16));
+  Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, thread_scratch<std::uint8_t>(0),
+           thread_scratch<std::int8_t>(0), thread_scratch<std::int32_t>(0)};
+  ensure_size(p.xu, rows * p.x_stride);
+  ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
+  ensure_size(p.bias, p.m_blocks * 16);
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
 #pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
   {
@@ -468,7 +490,8 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
-    std::vector<std::int32_t> acc(static_cast<std::size_t>(kRowBlock * m64));
+    std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
+    ensure_size(acc, kRowBlock * m64);
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {

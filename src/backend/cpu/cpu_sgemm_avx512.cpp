@@ -44,28 +44,7 @@ struct Zmm {
     return acc;
   }
   static void store_first(float* p, Reg v, int count) { _mm512_mask_storeu_ps(p, first_lanes(count), v); }
-  // 16 x 16 transpose in four rounds of two-source shuffles (64 in all).
-  static void transpose(Reg r[16]) {
-    Reg t[16], u[16];
-    for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i, 2i+1 interleaved within each 128-bit lane
-      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {  // u[4i+q], 128-bit lane L: rows 4i .. 4i+3 of column 4L+q
-      u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-      u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-      u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-      u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int q = 0; q < 4; ++q) {  // column 4L+q = lane L of u[q], u[4+q], u[8+q], u[12+q]
-      const Reg v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
-      const Reg v2 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-      r[q] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-      r[4 + q] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-      r[8 + q] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-      r[12 + q] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
-    }
-  }
+  static void transpose(Reg r[16]) { avx512::transpose16(r); }
 };
 
 // 4-lane xmm traits for outputs m <= 4 (the small MLP's 2 outputs). The per-element chain is
