@@ -69,6 +69,23 @@ inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t 
   }
 }
 
+// out (r, rows) = in (rows, r)^T: the columns of a rank-r factor as contiguous rows, 16 at a time
+// by shuffles for the power-of-two ranks, value by value otherwise.
+inline void transpose_factor(const float* in, std::int64_t rows, std::int64_t r, float* out) {
+  const bool done = avx512::with_power_of_two_rank(r, [&](auto rank) {
+    constexpr int R = decltype(rank)::value;
+    __m512 column[R];
+    for (std::int64_t e = 0; e < rows; e += 16) {
+      const std::int64_t count = std::min<std::int64_t>(16, rows - e);
+      avx512::columns<R>(in + e * R, count, column);
+      for (int c = 0; c < R; ++c) _mm512_mask_storeu_ps(out + c * rows + e, lanes(count), column[c]);
+    }
+  });
+  if (done) return;
+  for (std::int64_t e = 0; e < rows; ++e)
+    for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
+}
+
 // xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). One row: xb_row.
 // Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and each value is
 // dot(x[t], B[:, c]), which costs a quarter of the shuffles per row. The choice depends on the
@@ -79,8 +96,7 @@ inline void member_xb(const float* x, std::int64_t rows, const float* b, std::in
     for (std::int64_t t = 0; t < rows; ++t) xb_row(x + t * n, b, n, r, xb + t * r);
     return;
   }
-  for (std::int64_t k = 0; k < n; ++k)
-    for (std::int64_t c = 0; c < r; ++c) bt_scratch[c * n + k] = b[k * r + c];
+  transpose_factor(b, n, r, bt_scratch);
   for (std::int64_t t = 0; t < rows; ++t)
     for (std::int64_t c = 0; c < r; ++c) xb[t * r + c] = dot(x + t * n, bt_scratch + c * n, n);
 }
@@ -101,8 +117,7 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
     const float* b = f.blocks[j];
     const float* at = b + n * r;
     if (r > 1) {
-      for (std::int64_t a = 0; a < m; ++a)
-        for (std::int64_t c = 0; c < r; ++c) scratch[c * m + a] = at[a * r + c];
+      transpose_factor(at, m, r, scratch.data());
       at = scratch.data();
     }
     member_xb(x + j * rows * n, rows, b, n, r, bt_scratch.data(), xb.data());
@@ -140,8 +155,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       const float* a = perturbed ? f.blocks[j] + n * r : nullptr;
       if (perturbed && transpose_a) {
         float* out = at.data() + j * r * m;
-        for (std::int64_t e = 0; e < m; ++e)
-          for (std::int64_t c = 0; c < r; ++c) out[c * m + e] = a[e * r + c];
+        transpose_factor(a, m, r, out);
         a = out;
       }
       for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[first + t] = a;
