@@ -2,10 +2,10 @@
 // dispatches fill_normal, fill_int8 and fill_bits to it (every level writes the same bits).
 #include "noise/noise_simd.hpp"
 
-#include <atomic>
 #include <limits>
 #include <string>
 
+#include "core/simd_choice.hpp"
 #include "eggroll/core/error.hpp"
 
 namespace eggroll {
@@ -16,25 +16,22 @@ const std::int8_t kInt8NormalTablePadded[kNormalTableSize + 4] = {
 
 namespace {
 
-enum class Level { scalar = 0, avx2 = 1, avx512 = 2 };
-constexpr const char* kLevelNames[] = {"scalar", "avx2", "avx512"};
-
 // The best level this machine runs; the avx512 file is compiled with exactly these extensions.
-Level detect_level() {
+SimdChoice::Level detect_level() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
-    return Level::avx512;
-  if (__builtin_cpu_supports("avx2")) return Level::avx2;
+    return SimdChoice::avx512;
+  if (__builtin_cpu_supports("avx2")) return SimdChoice::avx2;
 #endif
-  return Level::scalar;
+  return SimdChoice::scalar;
 }
 
-const Level kBestLevel = detect_level();
-std::atomic<int> g_level{static_cast<int>(kBestLevel)};
-
-Level current_level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+SimdChoice& choice() {
+  static SimdChoice c("noise", "avx512", detect_level());
+  return c;
+}
 
 // The counter of the last value must fit the 32-bit counter word (values_per_block values each).
 void check_range(std::uint64_t first, std::uint64_t count, std::uint64_t values_per_block, const char* what) {
@@ -47,27 +44,16 @@ void check_range(std::uint64_t first, std::uint64_t count, std::uint64_t values_
 
 }  // namespace
 
-const char* noise_simd_level() { return kLevelNames[static_cast<int>(current_level())]; }
+const char* noise_simd_level() { return choice().name(); }
 
-void set_noise_simd(const char* level) {
-  std::string want = level != nullptr ? level : "";
-  if (want == "auto") want = kLevelNames[static_cast<int>(kBestLevel)];
-  if (want == "avx512_vnni") want = "avx512";
-  for (int l = 0; l <= static_cast<int>(kBestLevel); ++l)
-    if (want == kLevelNames[l]) {
-      g_level.store(l, std::memory_order_relaxed);
-      return;
-    }
-  throw_error("noise SIMD level '", want, "' is not available: this machine runs up to '",
-              kLevelNames[static_cast<int>(kBestLevel)], "'; choose one of auto, scalar, avx2, avx512 up to that");
-}
+void set_noise_simd(const char* level) { choice().set(level); }
 
 void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
   check_range(first, count, 8, "values");
-  switch (current_level()) {
+  switch (choice().level()) {
 #if defined(__x86_64__)
-    case Level::avx512: return noise_simd::fill_normal_avx512(stream, first, count, out);
-    case Level::avx2: return noise_simd::fill_normal_avx2(stream, first, count, out);
+    case SimdChoice::avx512: return noise_simd::fill_normal_avx512(stream, first, count, out);
+    case SimdChoice::avx2: return noise_simd::fill_normal_avx2(stream, first, count, out);
 #endif
     default: return fill_normal_scalar(stream, first, count, out);
   }
@@ -75,10 +61,10 @@ void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t c
 
 void fill_int8(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
   check_range(first, count, 8, "values");
-  switch (current_level()) {
+  switch (choice().level()) {
 #if defined(__x86_64__)
-    case Level::avx512: return noise_simd::fill_int8_avx512(stream, first, count, out);
-    case Level::avx2: return noise_simd::fill_int8_avx2(stream, first, count, out);
+    case SimdChoice::avx512: return noise_simd::fill_int8_avx512(stream, first, count, out);
+    case SimdChoice::avx2: return noise_simd::fill_int8_avx2(stream, first, count, out);
 #endif
     default: return fill_int8_scalar(stream, first, count, out);
   }
@@ -86,10 +72,10 @@ void fill_int8(const NoiseStream& stream, std::uint64_t first, std::uint64_t cou
 
 void fill_bits(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
   check_range(first, count, 4, "words");
-  switch (current_level()) {
+  switch (choice().level()) {
 #if defined(__x86_64__)
-    case Level::avx512: return noise_simd::fill_bits_avx512(stream, first, count, out);
-    case Level::avx2: return noise_simd::fill_bits_avx2(stream, first, count, out);
+    case SimdChoice::avx512: return noise_simd::fill_bits_avx512(stream, first, count, out);
+    case SimdChoice::avx2: return noise_simd::fill_bits_avx2(stream, first, count, out);
 #endif
     default: return fill_bits_scalar(stream, first, count, out);
   }

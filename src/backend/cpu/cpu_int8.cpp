@@ -2,13 +2,13 @@
 // the elementwise ops (OpenMP over rows), and the scalar-level qmm and update kernels.
 #include <omp.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "backend/int8_ops.hpp"
+#include "core/simd_choice.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/quant/qmath.hpp"
 
@@ -17,43 +17,31 @@ namespace {
 
 using q::clip8;
 
-enum class Level { scalar = 0, avx2 = 1, avx512_vnni = 2 };
-constexpr const char* kLevelNames[] = {"scalar", "avx2", "avx512_vnni"};
-
 // The best level this machine runs (and this build compiled).
-Level detect_level() {
+SimdChoice::Level detect_level() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
-    return Level::avx512_vnni;
-  if (__builtin_cpu_supports("avx2")) return Level::avx2;
+    return SimdChoice::avx512;
+  if (__builtin_cpu_supports("avx2")) return SimdChoice::avx2;
 #endif
-  return Level::scalar;
+  return SimdChoice::scalar;
 }
 
-const Level kBestLevel = detect_level();
-std::atomic<int> g_level{static_cast<int>(kBestLevel)};
+SimdChoice& choice() {
+  static SimdChoice c("cpu int8", "avx512_vnni", detect_level());
+  return c;
+}
 
-Level current_level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+SimdChoice::Level current_level() { return choice().level(); }
 
 }  // namespace
 
-const char* level() { return kLevelNames[static_cast<int>(current_level())]; }
+const char* level() { return choice().name(); }
 
 // Also accepts run.simd's spellings: "auto" (the detected level) and "avx512" (= avx512_vnni).
-void set_level(const char* name) {
-  std::string want = name != nullptr ? name : "";
-  if (want == "auto") want = kLevelNames[static_cast<int>(kBestLevel)];
-  if (want == "avx512") want = "avx512_vnni";
-  for (int l = 0; l <= static_cast<int>(kBestLevel); ++l)
-    if (want == kLevelNames[l]) {
-      g_level.store(l, std::memory_order_relaxed);
-      return;
-    }
-  throw_error("cpu int8 SIMD level '", want, "' is not available: this machine runs up to '",
-              kLevelNames[static_cast<int>(kBestLevel)], "'; choose one of scalar, avx2, avx512_vnni up to that");
-}
+void set_level(const char* name) { choice().set(name); }
 
 namespace detail {
 
@@ -102,8 +90,8 @@ void qmm_scalar(const QmmArgs& g) {
 void update_dispatch(const UpdateArgs& args) {
   switch (current_level()) {
 #if defined(__x86_64__)
-    case Level::avx512_vnni: return update_avx512_vnni(args);
-    case Level::avx2: return update_avx2(args);
+    case SimdChoice::avx512: return update_avx512_vnni(args);
+    case SimdChoice::avx2: return update_avx2(args);
 #endif
     default: return update_scalar(args);
   }
@@ -122,8 +110,8 @@ void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int
   const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n))};
   switch (current_level()) {
 #if defined(__x86_64__)
-    case Level::avx512_vnni: return detail::qmm_avx512_vnni(args);
-    case Level::avx2: return detail::qmm_avx2(args);
+    case SimdChoice::avx512: return detail::qmm_avx512_vnni(args);
+    case SimdChoice::avx2: return detail::qmm_avx2(args);
 #endif
     default: return detail::qmm_scalar(args);
   }
@@ -160,7 +148,7 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
 // floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
-  const bool avx512 = current_level() == Level::avx512_vnni;
+  const bool avx512 = current_level() == SimdChoice::avx512;
 #pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* xi = x + i * d;
@@ -180,7 +168,7 @@ void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, con
 
 void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
           std::int64_t v_stride, std::int8_t* y) {
-  const bool avx512 = current_level() == Level::avx512_vnni;
+  const bool avx512 = current_level() == SimdChoice::avx512;
 #pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;

@@ -4,34 +4,31 @@
 
 #include <omp.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "core/simd_choice.hpp"
 #include "eggroll/core/error.hpp"
 
 namespace eggroll::cpu_sgemm {
 namespace {
 
-enum class Level { scalar = 0, avx2 = 1, avx512 = 2 };
-constexpr const char* kLevelNames[] = {"scalar", "avx2", "avx512"};
-
 // The best level this machine runs (and this build compiled).
-Level detect_level() {
+SimdChoice::Level detect_level() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return Level::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Level::avx2;
+  if (__builtin_cpu_supports("avx512f")) return SimdChoice::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdChoice::avx2;
 #endif
-  return Level::scalar;
+  return SimdChoice::scalar;
 }
 
-const Level kBestLevel = detect_level();
-std::atomic<int> g_level{static_cast<int>(kBestLevel)};
-
-Level current_level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+SimdChoice& choice() {
+  static SimdChoice c("cpu sgemm", "avx512", detect_level());
+  return c;
+}
 
 // y[i][a] = the FMA chain over k = 0 .. n-1 (cpu_sgemm.hpp), one row per iteration.
 void gemm_nt_scalar(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
@@ -49,19 +46,9 @@ void gemm_nt_scalar(std::int64_t rows, std::int64_t m, std::int64_t n, const flo
 
 }  // namespace
 
-const char* level() { return kLevelNames[static_cast<int>(current_level())]; }
+const char* level() { return choice().name(); }
 
-void set_level(const char* name) {
-  std::string want = name != nullptr ? name : "";
-  if (want == "auto") want = kLevelNames[static_cast<int>(kBestLevel)];
-  for (int l = 0; l <= static_cast<int>(kBestLevel); ++l)
-    if (want == kLevelNames[l]) {
-      g_level.store(l, std::memory_order_relaxed);
-      return;
-    }
-  throw_error("cpu sgemm SIMD level '", want, "' is not available: this machine runs up to '",
-              kLevelNames[static_cast<int>(kBestLevel)], "'; choose one of scalar, avx2, avx512 up to that, or auto");
-}
+void set_level(const char* name) { choice().set(name); }
 
 namespace detail {
 
@@ -92,10 +79,10 @@ void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, 
     for (std::int64_t i = 0; i < rows * m; ++i) y[i] = 0.0f;
     return;
   }
-  switch (current_level()) {
+  switch (choice().level()) {
 #if defined(__x86_64__)
-    case Level::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y);
-    case Level::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y);
+    case SimdChoice::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y);
+    case SimdChoice::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y);
 #endif
     default: return gemm_nt_scalar(rows, m, n, x, w, y);
   }
