@@ -2,9 +2,10 @@
 // shared between cpu_backend.cpp and the level files (cpu_float_avx512.cpp). The base GEMM has
 // its own file (cpu_sgemm.hpp).
 //
-// Determinism: every output element is summed in an order fixed by the shapes alone (never by
-// the rows of a call, the row blocking or the thread count), so contracts 2 and 3 hold at each
-// level; results differ between levels by rounding only.
+// Determinism: every output element is summed in an order fixed by the shapes and the rows per
+// member (a property of the task's forward), never by the members in a call, the row blocking or
+// the thread count, so contracts 2 and 3 hold at each level; results differ between levels by
+// rounding only.
 #pragma once
 #include <cstdint>
 
