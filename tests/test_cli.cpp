@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "eggroll/io/checkpoint_dir.hpp"
 #include "eggroll/io/metrics.hpp"
 #include "eggroll/io/safetensors.hpp"
@@ -191,6 +193,29 @@ TEST(Cli, PlotWritesAPng) {
   r = run_cli("plot " + tmp.path().string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.output, HasSubstr("metrics.jsonl"));
+}
+
+// A classification run (its records carry test_accuracy) is drawn as accuracy, whatever it was
+// scored by; a run with loss alone as loss.
+TEST(Cli, PlotDrawsAccuracyForClassificationRuns) {
+  TempDir tmp;
+  for (bool classification : {true, false}) {
+    const fs::path run = tmp.path() / (classification ? "cls" : "reg");
+    fs::create_directories(run);
+    {
+      std::ofstream m(run / "metrics.jsonl");
+      for (int e = 0; e < 3; ++e) {
+        m << "{\"epoch\":" << e << ",\"wall_s\":" << e << ",\"loss\":" << 2.0 - 0.5 * e;
+        if (classification) m << ",\"accuracy\":" << 0.3 + 0.2 * e;
+        if (classification && e == 2) m << ",\"test_accuracy\":0.7,\"test_loss\":1.1";
+        m << "}\n";
+      }
+    }
+    const fs::path json = run / "plot.json";
+    auto r = run_cli("plot " + run.string() + " --json " + json.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(nlohmann::json::parse(slurp(json)).at("main_figure"), classification ? "accuracy" : "loss");
+  }
 }
 
 TEST(Cli, ProgressFallsBackToPlainLinesWithoutATerminal) {
