@@ -15,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eggroll/core/error.hpp"
 #include "eggroll/noise/noise.hpp"
 #include "noise/noise_simd.hpp"
 
@@ -66,14 +65,7 @@ int main(int argc, char** argv) {
   }
 
   const NoiseStream base = noise_stream(1234, param_id("bench.weight"), 5, 0, NoiseTag::factors);
-  std::vector<std::string> levels;
-  for (const char* level : {"scalar", "avx2", "avx512"}) {
-    try {
-      set_noise_simd(level);
-      levels.emplace_back(level);
-    } catch (const Error&) {
-    }
-  }
+  const std::vector<std::string> levels = noise_simd_levels();
 
   nlohmann::json records = nlohmann::json::array();
   std::vector<float> normal_out;

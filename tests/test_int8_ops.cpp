@@ -45,19 +45,7 @@ struct Rng {
 };
 
 // The SIMD levels this machine runs, lowest first; the guard restores the detected level.
-std::vector<std::string> levels() {
-  const std::string best = cpu_int8::level();
-  std::vector<std::string> out;
-  for (const char* l : {"scalar", "avx2", "avx512_vnni"}) {
-    try {
-      cpu_int8::set_level(l);
-      out.push_back(l);
-    } catch (const Error&) {
-    }
-  }
-  cpu_int8::set_level(best.c_str());
-  return out;
-}
+std::vector<std::string> levels() { return cpu_int8::levels(); }
 struct LevelGuard {
   std::string saved = cpu_int8::level();
   ~LevelGuard() { cpu_int8::set_level(saved.c_str()); }

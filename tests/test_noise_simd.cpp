@@ -19,18 +19,7 @@ namespace eggroll {
 namespace {
 
 // The levels this machine runs, scalar first.
-std::vector<std::string> available_levels() {
-  std::vector<std::string> levels;
-  for (const char* level : {"scalar", "avx2", "avx512"}) {
-    try {
-      set_noise_simd(level);
-      levels.emplace_back(level);
-    } catch (const Error&) {
-    }
-  }
-  set_noise_simd("auto");
-  return levels;
-}
+std::vector<std::string> available_levels() { return noise_simd_levels(); }
 
 // Forces a level for one scope, then returns to the detected one.
 class LevelScope {

@@ -25,19 +25,7 @@ constexpr std::int64_t kGuard = 19;  // floats past every output that gemm_nt mu
 constexpr float kPoison = -7.25e30f;
 
 // The SIMD levels this machine runs, lowest first; the guard restores the detected level.
-std::vector<std::string> levels() {
-  const std::string best = cpu_sgemm::level();
-  std::vector<std::string> out;
-  for (const char* l : {"scalar", "avx2", "avx512"}) {
-    try {
-      cpu_sgemm::set_level(l);
-      out.push_back(l);
-    } catch (const Error&) {
-    }
-  }
-  cpu_sgemm::set_level(best.c_str());
-  return out;
-}
+std::vector<std::string> levels() { return cpu_sgemm::levels(); }
 struct LevelGuard {
   std::string saved = cpu_sgemm::level();
   ~LevelGuard() { cpu_sgemm::set_level(saved.c_str()); }

@@ -2,6 +2,8 @@
 // namespace per backend; the Backend classes forward to them. Semantics: backend.hpp.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "eggroll/backend/backend.hpp"
 
@@ -39,6 +41,8 @@ namespace eggroll::cpu_int8 {
 // run time; set_level forces a lower one (tests, run.simd).
 const char* level();
 void set_level(const char* level);
+// The levels this machine runs, lowest first.
+std::vector<std::string> levels();
 }  // namespace eggroll::cpu_int8
 
 // ---- cpu internals shared by the SIMD-level files (cpu_int8*.cpp) ----

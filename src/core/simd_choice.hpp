@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "eggroll/core/error.hpp"
 
@@ -18,6 +19,8 @@ class SimdChoice {
       : family_(family), names_{"scalar", "avx2", avx512_name}, best_(best), level_(best) {}
 
   Level level() const { return static_cast<Level>(level_.load(std::memory_order_relaxed)); }
+  // The levels this machine runs, lowest first (what set accepts, besides "auto").
+  std::vector<std::string> levels() const { return {names_, names_ + best_ + 1}; }
   const char* name() const { return names_[level()]; }
 
   // "auto" (the detected level), "scalar", "avx2", and for the top level both "avx512" and the

@@ -48,6 +48,8 @@ const char* noise_simd_level() { return choice().name(); }
 
 void set_noise_simd(const char* level) { choice().set(level); }
 
+std::vector<std::string> noise_simd_levels() { return choice().levels(); }
+
 void fill_normal(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out) {
   check_range(first, count, 8, "values");
   switch (choice().level()) {

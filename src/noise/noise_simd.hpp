@@ -2,6 +2,8 @@
 // run-time choice between them. Every level writes the same bits as the scalar one.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "eggroll/noise/noise.hpp"
 
@@ -11,6 +13,8 @@ namespace eggroll {
 // "auto" (the best this machine runs) and "avx512_vnni" (run.simd's cpu spelling of avx512).
 // Throws for a level the machine lacks. Meant for tests and benchmarks: the output is the same.
 void set_noise_simd(const char* level);
+// The levels this machine runs, lowest first.
+std::vector<std::string> noise_simd_levels();
 
 // The scalar oracles (the definitions of the streams; noise.hpp describes the layout).
 void fill_normal_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);

@@ -43,6 +43,8 @@ const char* level() { return choice().name(); }
 // Also accepts run.simd's spellings: "auto" (the detected level) and "avx512" (= avx512_vnni).
 void set_level(const char* name) { choice().set(name); }
 
+std::vector<std::string> levels() { return choice().levels(); }
+
 namespace detail {
 
 MemberFactors member_factors(const QFactors& f, std::int64_t member) {

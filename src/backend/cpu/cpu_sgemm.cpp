@@ -50,6 +50,8 @@ const char* level() { return choice().name(); }
 
 void set_level(const char* name) { choice().set(name); }
 
+std::vector<std::string> levels() { return choice().levels(); }
+
 namespace detail {
 
 // Grow-only, 64-byte aligned, one per calling thread: a fresh allocation per call would pay a

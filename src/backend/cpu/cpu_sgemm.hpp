@@ -8,6 +8,8 @@
 // give the same bits (the scalar level uses std::fma in the same order).
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace eggroll::cpu_sgemm {
 
@@ -21,6 +23,8 @@ const char* level();
 // Forces a level up to the detected one ("auto" = the detected one); throws eggroll::Error for
 // an unknown or unavailable level. For tests and benchmarks: every level gives the same bits.
 void set_level(const char* level);
+// The levels this machine runs, lowest first.
+std::vector<std::string> levels();
 
 // The low-rank correction of ALGORITHM.md 1.1 fused into the GEMM's store: when an element's chain
 // is complete, y[i][a] = chain, then y[i][a] = fma(s_i[c], A_j[a][c], y[i][a]) for c = 0 .. r-1 in
