@@ -501,10 +501,16 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   struct S { std::int64_t members, rpm, m, n, r; };
   for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
   for (const std::string& level : simd_levels(*make_backend(kind)))
-  for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3}}) {
+  // Tiles of one member, of two, of many, and with the unperturbed member 2; ranks in and out of
+  // the unrolled set; one row tile shared by threads (12 rows, 3 threads) and rows split.
+  for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
+              S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2}})
+  for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);
-    SCOPED_TRACE(be->name() + " " + level + " m=" + std::to_string(s.m) + " r=" + std::to_string(s.r));
+    be->set_threads(threads);
+    SCOPED_TRACE(be->name() + " " + level + " m=" + std::to_string(s.m) + " r=" + std::to_string(s.r) +
+                 " threads=" + std::to_string(threads));
     const std::int64_t rows = s.members * s.rpm;
     const auto x = values(rows * s.n, 81), w = values(s.m * s.n, 82);
     const Factors f(s.members, s.m, s.n, s.r, 83, 2, true);

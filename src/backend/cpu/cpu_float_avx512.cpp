@@ -8,6 +8,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
 #include <cmath>
 #include <vector>
 
@@ -39,6 +41,32 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
     s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k), s0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+// out[c] = dot(x, bt + c n, n) for c < R: the same chains as dot, the R products advancing
+// together so that each block of x is loaded once.
+template <int R>
+inline void dots(const float* x, const float* bt, std::int64_t n, float* out) {
+  __m512 s[R][4];
+  for (int c = 0; c < R; ++c)
+    for (int q = 0; q < 4; ++q) s[c][q] = _mm512_setzero_ps();
+  std::int64_t k = 0;
+  for (; k + 64 <= n; k += 64)
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const __m512 xv = _mm512_loadu_ps(x + k + 16 * q);
+#pragma GCC unroll 16
+      for (int c = 0; c < R; ++c) s[c][q] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bt + c * n + k + 16 * q), s[c][q]);
+    }
+  for (; k < n; k += 16) {
+    const __mmask16 mk = lanes(n - k);
+    const __m512 xv = _mm512_maskz_loadu_ps(mk, x + k);
+#pragma GCC unroll 16
+    for (int c = 0; c < R; ++c) s[c][0] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mk, bt + c * n + k), s[c][0]);
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < R; ++c)
+    out[c] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[c][0], s[c][1]), _mm512_add_ps(s[c][2], s[c][3])));
 }
 
 // out[c] = x . B[:, c] for c < r, B (n, r) row-major: the dot above for rank 1; for ranks the
@@ -86,6 +114,16 @@ inline void transpose_factor(const float* in, std::int64_t rows, std::int64_t r,
     for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
 }
 
+// out[c] = dot(x, bt + c n, n) for c < r, bt = B^T (r, n): the row's products from a transposed B.
+inline void xb_transposed(const float* x, const float* bt, std::int64_t n, std::int64_t r, float* out) {
+  switch (r) {
+    case 2: return dots<2>(x, bt, n, out);
+    case 4: return dots<4>(x, bt, n, out);
+    default:
+      for (std::int64_t c = 0; c < r; ++c) out[c] = dot(x, bt + c * n, n);
+  }
+}
+
 // xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). One row: xb_row.
 // Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and each value is
 // dot(x[t], B[:, c]), which costs a quarter of the shuffles per row. The choice depends on the
@@ -97,8 +135,7 @@ inline void member_xb(const float* x, std::int64_t rows, const float* b, std::in
     return;
   }
   transpose_factor(b, n, r, bt_scratch);
-  for (std::int64_t t = 0; t < rows; ++t)
-    for (std::int64_t c = 0; c < r; ++c) xb[t * r + c] = dot(x + t * n, bt_scratch + c * n, n);
+  for (std::int64_t t = 0; t < rows; ++t) xb_transposed(x + t * n, bt_scratch, n, r, xb + t * r);
 }
 
 }  // namespace
@@ -140,37 +177,47 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). With rank > 1 and several rows per member, A_j^T (r, m), read
-  // contiguously by the store; with one row per member the store takes A_j's columns itself.
-  const bool transpose_a = r > 1 && rows_per_member > 1;
-  std::vector<float> row_scale(static_cast<std::size_t>(batch.rows() * r));
-  std::vector<const float*> row_a(static_cast<std::size_t>(batch.rows()));
-  std::vector<float> at(transpose_a ? static_cast<std::size_t>(members * r * m) : 0);
-#pragma omp parallel if (batch.rows() * n * r >= (std::int64_t{1} << 16))
-  {
-    std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
-#pragma omp for schedule(static)
-    for (std::int64_t j = 0; j < members; ++j) {
-      const std::int64_t first = j * rows_per_member;
-      const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
-      const float* a = perturbed ? f.blocks[j] + n * r : nullptr;
-      if (perturbed && transpose_a) {
-        float* out = at.data() + j * r * m;
-        transpose_factor(a, m, r, out);
-        a = out;
-      }
-      for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[first + t] = a;
-      if (!perturbed) continue;
-      float* s = row_scale.data() + first * r;
-      member_xb(x + first * n, rows_per_member, f.blocks[j], n, r, bt_scratch.data(), s);
-      for (std::int64_t k = 0; k < rows_per_member * r; ++k) s[k] *= f.coef[j];
+  // contiguously by the store, and B_j^T (r, n) for the products, both made once per member
+  // here; with one row per member the store takes A_j's columns itself. The products x B_j need
+  // x, so the GEMM driver asks for them a block of rows at a time (prepare), while those rows
+  // are in cache.
+  const bool transposed = r > 1 && rows_per_member > 1;
+  // Scratch every value of which is written before it is read (no clearing).
+  const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));
+  const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
+  const auto at = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * m) : 0);
+  const auto bt = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * n) : 0);
+#pragma omp parallel for schedule(static) if (transposed && members * r * (m + n) >= (std::int64_t{1} << 16))
+  for (std::int64_t j = 0; j < members; ++j) {
+    const std::int64_t first = j * rows_per_member;
+    const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
+    const float* a = perturbed ? f.blocks[j] + n * r : nullptr;
+    if (perturbed && transposed) {
+      transpose_factor(f.blocks[j], n, r, bt.get() + j * r * n);
+      transpose_factor(a, m, r, at.get() + j * r * m);
+      a = at.get() + j * r * m;
     }
+    for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[first + t] = a;
   }
+  const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t i = first; i < last; ++i) {
+      if (row_a[i] == nullptr) continue;
+      const std::int64_t j = i / rows_per_member;
+      float* s = row_scale.get() + i * r;
+      if (transposed)
+        xb_transposed(x + i * n, bt.get() + j * r * n, n, r, s);
+      else
+        xb_row(x + i * n, f.blocks[j], n, r, s);
+      for (std::int64_t c = 0; c < r; ++c) s[c] *= f.coef[j];
+    }
+  };
   cpu_sgemm::LowRankEpilogue e;
   e.rank = r;
   e.m = m;
-  e.row_a = row_a.data();
-  e.row_scale = row_scale.data();
-  e.a_by_rank = r == 1 || transpose_a;
+  e.row_a = row_a.get();
+  e.row_scale = row_scale.get();
+  e.a_by_rank = r == 1 || transposed;
+  e.prepare = &prepare;
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
 

@@ -8,6 +8,7 @@
 // give the same bits (the scalar level uses std::fma in the same order).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct LowRankEpilogue {
   // true: row_a points at A_j^T (rank, m), each c's values contiguous (rank 1: A_j itself);
   // false: at A_j (m, rank) in the factor block, whose columns the store takes itself.
   bool a_by_rank = true;
+  // Optional: fills row_scale (and row_a) of rows [first, last). The driver calls it for each
+  // block of rows just before computing them, while those rows of x are in cache (a separate
+  // pass over x before the GEMM re-reads every activation from memory), or once for all rows
+  // before the GEMM when its threads share rows. Each row's values are the same either way.
+  const std::function<void(std::int64_t first, std::int64_t last)>* prepare = nullptr;
 };
 
 // ---- internals shared with the level files (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp) ----

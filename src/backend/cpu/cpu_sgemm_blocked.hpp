@@ -41,12 +41,18 @@ struct Blocked {
 
   static std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
+  using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
+                          const LowRankEpilogue*, std::int64_t, std::int64_t);
+
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
   // y: row stride ldy. Lanes past cols are computed from zero padding and never stored.
   // With ep (only on the last k block), the chains are complete: the low-rank correction of
   // rows row .. row+MR-1 and outputs col .. col+cols-1 is added before the store.
-  template <int MR, int NV>
+  // RANK > 0 (full tiles, rank RANK with a_by_rank): when every row of the tile is perturbed, the
+  // correction's RANK FMAs per element are issued on the accumulators before the store, rank by
+  // rank over the whole tile, like RANK more steps of k; otherwise after the store (add_lowrank).
+  template <int MR, int NV, int RANK = 0>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
                    std::int64_t col) {
@@ -67,7 +73,38 @@ struct Blocked {
         for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(a, b[v], acc[r][v]);
       }
     }
-    if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, acc);
+    if constexpr (RANK > 0) {
+      if (ep != nullptr && all_perturbed<MR>(*ep, row)) {
+        const float* s = ep->row_scale + row * RANK;
+        const std::int64_t ldc = ep->m;  // between the ranks of A^T
+        const float* a0 = ep->row_a[row];
+        if (a0 == ep->row_a[row + MR - 1]) {  // one member's rows (rows come in member order)
+#pragma GCC unroll 16
+          for (int c = 0; c < RANK; ++c) {
+            Reg av[NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) av[v] = V::load(a0 + c * ldc + col + v * kLanes);
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+              const Reg sv = V::broadcast(s + r * RANK + c);
+#pragma GCC unroll 4
+              for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(sv, av[v], acc[r][v]);
+            }
+          }
+        } else {
+#pragma GCC unroll 16
+          for (int c = 0; c < RANK; ++c)
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+              const Reg sv = V::broadcast(s + r * RANK + c);
+              const float* av = ep->row_a[row + r] + c * ldc + col;
+#pragma GCC unroll 4
+              for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(sv, V::load(av + v * kLanes), acc[r][v]);
+            }
+        }
+        ep = nullptr;
+      }
+    }
     if (cols == NV * kLanes) {
 #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r)
@@ -79,45 +116,100 @@ struct Blocked {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) V::store_first(y + r * ldy + v * kLanes, acc[r][v], cols - v * kLanes);
     }
+    if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, y, ldy);
   }
 
-  // acc[r][v] += the low-rank correction of row + r (cpu_sgemm.hpp), one FMA per rank.
+  // y[r][..] += the low-rank correction of row + r (cpu_sgemm.hpp), one FMA per rank, on the tile
+  // just stored (still in L1; the chain value reloads exactly). Kept out of the accumulator code
+  // so the K loop keeps its registers. When every row of the tile is perturbed and the rank is a
+  // power of two up to 16, the rank is a template argument and the tile's MR x NV chains are
+  // independent straight-line code, which the core overlaps; otherwise row by row. Each element
+  // gets the same FMAs in the same order either way.
   template <int MR, int NV>
-  static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
-    const std::int64_t rank = ep.rank;
-    if (rank == 1) {  // one load and one FMA per vector
-      for (int r = 0; r < MR; ++r) {
-        const float* a = ep.row_a[row + r];
-        if (a == nullptr) continue;
-        const Reg s = V::broadcast(ep.row_scale + row + r);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(s, V::load_first(a + col + v * kLanes, cols - v * kLanes), acc[r][v]);
-      }
-      return;
-    }
+  static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, float* y,
+                          std::int64_t ldy) {
+    const float* a[MR];
+    bool all_perturbed = true;
+#pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const float* a = ep.row_a[row + r];
-      if (a == nullptr) continue;
+      a[r] = ep.row_a[row + r];
+      all_perturbed = all_perturbed && a[r] != nullptr;
+    }
+    if (all_perturbed && cols == NV * kLanes) {
+      switch (ep.rank) {
+        case 1: return add_lowrank_all<1, MR, NV>(ep, a, row, col, y, ldy);
+        case 2: return add_lowrank_all<2, MR, NV>(ep, a, row, col, y, ldy);
+        case 4: return add_lowrank_all<4, MR, NV>(ep, a, row, col, y, ldy);
+        case 8: return add_lowrank_all<8, MR, NV>(ep, a, row, col, y, ldy);
+        case 16: return add_lowrank_all<16, MR, NV>(ep, a, row, col, y, ldy);
+        default: break;
+      }
+    }
+    const std::int64_t rank = ep.rank;
+    for (int r = 0; r < MR; ++r) {
+      if (a[r] == nullptr) continue;
       const float* s = ep.row_scale + (row + r) * rank;
-#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) {
         const int count = cols - v * kLanes;
-        Reg t = acc[r][v];  // a local chain: acc may live in memory here (run-time row index)
+        float* yv = y + r * ldy + v * kLanes;
+        Reg t = V::load_first(yv, count);
         if (ep.a_by_rank) {
-          const float* av = a + col + v * kLanes;
+          const float* av = a[r] + col + v * kLanes;
           for (std::int64_t c = 0; c < rank; ++c) t = V::fma(V::broadcast(s + c), V::load_first(av + c * ep.m, count), t);
         } else {
-          t = V::rank_fma(a + (col + v * kLanes) * rank, rank, count, s, t);
+          t = V::rank_fma(a[r] + (col + v * kLanes) * rank, rank, count, s, t);
         }
-        acc[r][v] = t;
+        V::store_first(yv, t, count);
       }
     }
+  }
+
+  template <int MR>
+  static bool all_perturbed(const LowRankEpilogue& ep, std::int64_t row) {
+    bool all = true;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) all = all && ep.row_a[row + r] != nullptr;
+    return all;
+  }
+
+  // The full tile for a fused correction: rank 1, 2, 4, 8 or 16 with A^T rows (in registers);
+  // otherwise the plain tile (the correction after the store).
+  static TileFn full_tile(const LowRankEpilogue* ep) {
+    if (ep == nullptr || !(ep->rank == 1 || ep->a_by_rank)) return &tile<kMr, kNv>;
+    switch (ep->rank) {
+      case 1: return &tile<kMr, kNv, 1>;
+      case 2: return &tile<kMr, kNv, 2>;
+      case 4: return &tile<kMr, kNv, 4>;
+      case 8: return &tile<kMr, kNv, 8>;
+      case 16: return &tile<kMr, kNv, 16>;
+      default: return &tile<kMr, kNv>;
+    }
+  }
+
+  // add_lowrank for a whole tile of perturbed rows at rank R.
+  template <int R, int MR, int NV>
+  static void add_lowrank_all(const LowRankEpilogue& ep, const float* const (&a)[MR], std::int64_t row,
+                              std::int64_t col, float* y, std::int64_t ldy) {
+    const float* s = ep.row_scale + row * R;
+    const bool by_rank = R == 1 || ep.a_by_rank;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        float* yv = y + r * ldy + v * kLanes;
+        Reg t = V::load(yv);
+        if (by_rank) {
+#pragma GCC unroll 16
+          for (int c = 0; c < R; ++c) t = V::fma(V::broadcast(s + r * R + c), V::load(a[r] + c * ep.m + col + v * kLanes), t);
+        } else {
+          t = V::rank_fma(a[r] + (col + v * kLanes) * R, R, kLanes, s + r * R, t);
+        }
+        V::store(yv, t);
+      }
   }
 
   // kTiles[NV - 1][MR - 1] = tile<MR, NV>: the edge tiles (fewer rows at the end of a row range,
   // fewer vectors in a narrow last panel) run the same per-element chain as the full tile.
-  using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
-                          const LowRankEpilogue*, std::int64_t, std::int64_t);
   template <int NV, std::size_t... R>
   static constexpr std::array<TileFn, kMr> tiles_of_width(std::index_sequence<R...>) {
     return {{&tile<static_cast<int>(R) + 1, NV>...}};
@@ -147,11 +239,15 @@ struct Blocked {
   }
 
   // Rows [r0, r1) x panels [p0, p1) of y from the packed panels (ep: the fused correction or null).
+  // prepare_blocks: call ep->prepare for each row block first.
   static void compute(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
-                      std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep, float* y) {
+                      std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep, float* y,
+                      bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
+    const TileFn full = full_tile(ep);
     for (std::int64_t i0 = r0; i0 < r1; i0 += kMc) {
       const std::int64_t i1 = min64(i0 + kMc, r1);
+      if (prepare_blocks && ep != nullptr && ep->prepare != nullptr) (*ep->prepare)(i0, i1);
       for (std::int64_t k0 = 0; k0 < n; k0 += kc_step) {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
@@ -161,7 +257,10 @@ struct Blocked {
           const int cols = static_cast<int>(min64(kNr, m - p * kNr));
           const int nv = (cols + kLanes - 1) / kLanes;
           std::int64_t i = i0;
-          if (nv == kNv)
+          if (nv == kNv && cols == kNr)
+            for (; i + kMr <= i1; i += kMr)
+              full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
+          else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr)
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
           for (; i < i1; i += kMr)
@@ -190,9 +289,14 @@ struct Blocked {
       if (best < 0 || cost < best) best = cost, tr = d;
     }
     const std::int64_t tc = n_threads / tr;
+    // Rows shared by threads (tc > 1): their correction inputs are prepared once, up front.
+    if (tc > 1 && ep != nullptr && ep->prepare != nullptr) {
+#pragma omp single
+      (*ep->prepare)(0, rows);
+    }
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
     const auto [p0, p1] = split(n_panels, tc, t % tc);
-    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, ep, y);
+    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, ep, y, tc == 1);
   }
 
   // gemm_nt (cpu_sgemm.hpp) for rows, m, n >= 1: pack W (threads split the panels), then each
