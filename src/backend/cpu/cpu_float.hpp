@@ -26,7 +26,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
 
 // out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T, one
 // fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over a packed
-// panel of weighted B columns, A's values broadcast from the blocks, OpenMP over output rows.
+// panel of weighted B columns, A's values broadcast from the blocks, OpenMP over blocks of output
+// rows x columns (each thread packs the panel of its own columns).
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out);
 

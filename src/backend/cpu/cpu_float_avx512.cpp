@@ -259,29 +259,32 @@ constexpr TileFn kTiles[kTileRows + 1] = {nullptr,         update_tile<1>, updat
                                           update_tile<8>,  update_tile<9>, update_tile<10>, update_tile<11>,
                                           update_tile<12>};
 
-// Row q = (k - k0) r + c of the B panel: weight_k B_k[:, c] (n values, then zeros up to ldb).
-void pack_b_rows(const float* b, std::int64_t n, std::int64_t r, float wk, std::int64_t ldb, float* rows) {
+// Rows q = c of a term's part of the B panel: weight_k B_k[e0 + e][c] for e < width (the block
+// of columns [e0, e0 + width), zeros past n), row stride width.
+void pack_b_rows(const float* b, std::int64_t n, std::int64_t r, float wk, std::int64_t e0, std::int64_t width,
+                 float* rows) {
   const __m512 w = _mm512_set1_ps(wk);
   const bool by_columns = avx512::with_power_of_two_rank(r, [&](auto rank) {
     constexpr int R = decltype(rank)::value;
     __m512 column[R];
-    for (std::int64_t e = 0; e < ldb; e += 16) {
-      avx512::columns<R>(b + e * R, std::min<std::int64_t>(16, n - e), column);
-      for (int c = 0; c < R; ++c) _mm512_storeu_ps(rows + c * ldb + e, _mm512_mul_ps(w, column[c]));
+    for (std::int64_t e = 0; e < width; e += 16) {
+      avx512::columns<R>(b + (e0 + e) * R, n - e0 - e, column);
+      for (int c = 0; c < R; ++c) _mm512_storeu_ps(rows + c * width + e, _mm512_mul_ps(w, column[c]));
     }
   });
   if (by_columns) return;
   for (std::int64_t c = 0; c < r; ++c) {
-    float* row = rows + c * ldb;
+    float* row = rows + c * width;
     if (r == 1) {
-      for (std::int64_t e = 0; e < ldb; e += 16)
-        _mm512_storeu_ps(row + e, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(avx512::first_lanes(n - e), b + e)));
+      for (std::int64_t e = 0; e < width; e += 16)
+        _mm512_storeu_ps(row + e, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(avx512::first_lanes(n - e0 - e), b + e0 + e)));
       continue;
     }
-    for (std::int64_t e = 0; e < n; ++e) row[e] = wk * b[e * r + c];
-    for (std::int64_t e = n; e < ldb; ++e) row[e] = 0.0f;
+    for (std::int64_t e = 0; e < width; ++e) row[e] = e0 + e < n ? wk * b[(e0 + e) * r + c] : 0.0f;
   }
 }
+
+constexpr std::int64_t kBlockTiles = 8;  // column tiles per B panel block (256 columns: 256 KiB at depth 256)
 
 }  // namespace
 
@@ -289,29 +292,44 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
                     const float* const* blocks, const double* weight, float* out) {
   if (n_terms == 0 || m == 0 || n == 0) return;
   const std::int64_t terms_per_panel = std::max<std::int64_t>(1, kDepth / r);
-  const std::int64_t ldb = (n + kTileCols - 1) / kTileCols * kTileCols;  // padded: full-width loads
-  const std::int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
-  std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * ldb));
-  std::vector<const float*> a_base(static_cast<std::size_t>(terms_per_panel * r));
-  for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
-    const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
-    // a_base[q] = &A_k[0][c]: the tiles broadcast A's values from the blocks themselves.
-    for (std::int64_t q = 0; q < depth; ++q) a_base[q] = blocks[k0 + q / r] + n * r + q % r;
-#pragma omp parallel
-    {
-      // The B panel: rows q = (k - k0) r + c hold weight_k B_k[:, c].
-#pragma omp for schedule(static)
-      for (std::int64_t t = 0; t < terms; ++t)
-        pack_b_rows(blocks[k0 + t], n, r, static_cast<float>(weight[k0 + t]), ldb, bp.data() + t * r * ldb);
-      // Tiles of output rows are split over threads; each output element sees q in order.
-      std::vector<const float*> a(static_cast<std::size_t>(depth));
-#pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < row_tiles; ++tile) {
-        const std::int64_t a0 = tile * kTileRows, rows_here = std::min(kTileRows, m - a0);
-        for (std::int64_t q = 0; q < depth; ++q) a[q] = a_base[q] + a0 * r;
-        for (std::int64_t b0 = 0; b0 < n; b0 += kTileCols) {
-          const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
-          kTiles[rows_here](depth, a.data(), r, bp.data() + b0, ldb, out + a0 * n + b0, n, m0, m1);
+  const std::int64_t row_tiles = (m + kTileRows - 1) / kTileRows, col_tiles = (n + kTileCols - 1) / kTileCols;
+#pragma omp parallel if (n_terms * r * m * n >= cpu_sgemm::detail::kParallelMinWork)
+  {
+    // Each thread owns a block of output rows x columns and packs the B panel of its own columns,
+    // a block of columns at a time, so the panel it streams stays in its own cache and the
+    // threads never wait on each other. Rows are split first: threads that share rows each read
+    // all of those rows' A values, so columns are split only where that is clearly less work on
+    // the busiest thread (fewer row tiles than threads).
+    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    std::int64_t tr = 1, best = -1;
+    for (std::int64_t d = n_threads; d >= 1; --d) {
+      if (n_threads % d != 0) continue;
+      const std::int64_t tc = n_threads / d, cost = ((row_tiles + d - 1) / d) * ((col_tiles + tc - 1) / tc);
+      if (best < 0 || 4 * cost < 3 * best) best = cost, tr = d;
+    }
+    const std::int64_t tc = n_threads / tr;
+    const std::int64_t rt0 = row_tiles * (t / tc) / tr, rt1 = row_tiles * (t / tc + 1) / tr;
+    const std::int64_t ct0 = col_tiles * (t % tc) / tc, ct1 = col_tiles * (t % tc + 1) / tc;
+    if (rt0 < rt1 && ct0 < ct1) {
+      const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
+      std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
+      std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
+      for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
+        const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
+        for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
+          const std::int64_t e0 = cb * kTileCols, width = std::min(kBlockTiles, ct1 - cb) * kTileCols;
+          // Panel rows q = (k - k0) r + c: weight_k B_k[e0 .., c].
+          for (std::int64_t k = 0; k < terms; ++k)
+            pack_b_rows(blocks[k0 + k], n, r, static_cast<float>(weight[k0 + k]), e0, width, bp.data() + k * r * width);
+          for (std::int64_t rt = rt0; rt < rt1; ++rt) {
+            const std::int64_t a0 = rt * kTileRows, rows_here = std::min(kTileRows, m - a0);
+            // a[q] = &A_k[a0][c]: the tiles broadcast A's values from the blocks themselves.
+            for (std::int64_t q = 0; q < depth; ++q) a[q] = blocks[k0 + q / r] + (n + a0) * r + q % r;
+            for (std::int64_t b0 = e0; b0 < std::min(n, e0 + width); b0 += kTileCols) {
+              const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
+              kTiles[rows_here](depth, a.data(), r, bp.data() + (b0 - e0), width, out + a0 * n + b0, n, m0, m1);
+            }
+          }
         }
       }
     }
