@@ -106,4 +106,10 @@ Tensor activation(ForwardContext& ctx, Activation a, const Tensor& x) {
   return y;
 }
 
+Tensor activation(ForwardContext& ctx, Activation a, Tensor&& x) {
+  Tensor y = std::move(x);
+  ctx.backend.activation(a, y.numel(), y.data<float>(), y.data<float>());
+  return y;
+}
+
 }  // namespace eggroll

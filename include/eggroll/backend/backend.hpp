@@ -76,6 +76,7 @@ class Backend {
   virtual void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) = 0;
   // y = x / (mean |x| + eps) per row (no affine part).
   virtual void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) = 0;
+  // y[i] = a(x[i]); y may be x (in place).
   virtual void activation(Activation a, std::int64_t n, const float* x, float* y) = 0;
   // y (rows, d): row of member j, position t = W[tokens[row]] + coef_j * A_j[tokens[row]] B_j^T,
   // with W (vocab, d) and factors for an (m = vocab, n = d) matrix.

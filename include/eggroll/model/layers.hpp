@@ -18,5 +18,7 @@ Tensor layer_norm(ForwardContext& ctx, const Tensor& x, const Param* gamma, cons
 // L1 norm: x / (mean |x| + eps) over features, then * w (may be null).
 Tensor l1_norm(ForwardContext& ctx, const Tensor& x, const Param* w, float eps = 1e-5f);
 Tensor activation(ForwardContext& ctx, Activation a, const Tensor& x);
+// The same on a tensor the caller gives up: computed in place (no new buffer to write).
+Tensor activation(ForwardContext& ctx, Activation a, Tensor&& x);
 
 }  // namespace eggroll
