@@ -515,12 +515,21 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
                  " threads=" + std::to_string(threads));
     const std::int64_t rows = s.members * s.rpm;
     const auto x = values(rows * s.n, 81), w = values(s.m * s.n, 82);
-    const Factors f(s.members, s.m, s.n, s.r, 83, 2, true);
-    std::vector<float> fused(static_cast<std::size_t>(rows * s.m), kNan), apart(fused.size(), kNan);
-    be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
-    be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
-    be->lowrank_correction({s.members, s.rpm}, f.view(), x.data(), apart.data());
-    ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
+    Factors f(s.members, s.m, s.n, s.r, 83, 2, true);
+    for (bool pairs : {false, true}) {
+      // pairs: members 2p and 2p + 1 share one factor block with opposite signs, as antithetic
+      // pairs do (the pair of member 2 is unperturbed).
+      if (pairs)
+        for (std::int64_t j = 1; j < s.members; j += 2) {
+          f.blocks[j] = f.blocks[j - 1];
+          f.coef[j] = -f.coef[j - 1];
+        }
+      std::vector<float> fused(static_cast<std::size_t>(rows * s.m), kNan), apart(fused.size(), kNan);
+      be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
+      be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
+      be->lowrank_correction({s.members, s.rpm}, f.view(), x.data(), apart.data());
+      ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float))) << "pairs " << pairs;
+    }
   }
 }
 

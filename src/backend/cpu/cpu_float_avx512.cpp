@@ -177,8 +177,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). With rank > 1 and several rows per member, A_j^T (r, m), read
-  // contiguously by the store, and B_j^T (r, n) for the products, both made once per member
-  // here; with one row per member the store takes A_j's columns itself. The products x B_j need
+  // contiguously by the store, and B_j^T (r, n) for the products, both made once per factor
+  // block here; with one row per member the store takes A_j's columns itself. The products x B_j need
   // x, so the GEMM driver asks for them a block of rows at a time (prepare), while those rows
   // are in cache.
   const bool transposed = r > 1 && rows_per_member > 1;
@@ -187,17 +187,21 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
   const auto at = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * m) : 0);
   const auto bt = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * n) : 0);
+  // lead[j]: the member whose transposes j reads: the first of j's run of members with the same
+  // factor block (an antithetic pair shares one), so a pair's factors are transposed once.
+  const auto lead = std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(members));
+  auto perturbed = [&](std::int64_t j) { return f.coef[j] != 0.0f && f.blocks[j] != nullptr; };
+  for (std::int64_t j = 0; j < members; ++j)
+    lead[j] = j > 0 && perturbed(j) && perturbed(j - 1) && f.blocks[j] == f.blocks[j - 1] ? lead[j - 1] : j;
 #pragma omp parallel for schedule(static) if (transposed && members * r * (m + n) >= (std::int64_t{1} << 16))
   for (std::int64_t j = 0; j < members; ++j) {
-    const std::int64_t first = j * rows_per_member;
-    const bool perturbed = f.coef[j] != 0.0f && f.blocks[j] != nullptr;
-    const float* a = perturbed ? f.blocks[j] + n * r : nullptr;
-    if (perturbed && transposed) {
-      transpose_factor(f.blocks[j], n, r, bt.get() + j * r * n);
-      transpose_factor(a, m, r, at.get() + j * r * m);
-      a = at.get() + j * r * m;
-    }
-    for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[first + t] = a;
+    if (!transposed || !perturbed(j) || lead[j] != j) continue;
+    transpose_factor(f.blocks[j], n, r, bt.get() + j * r * n);
+    transpose_factor(f.blocks[j] + n * r, m, r, at.get() + j * r * m);
+  }
+  for (std::int64_t j = 0; j < members; ++j) {
+    const float* a = !perturbed(j) ? nullptr : transposed ? at.get() + lead[j] * r * m : f.blocks[j] + n * r;
+    for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
   const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t i = first; i < last; ++i) {
@@ -205,7 +209,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       const std::int64_t j = i / rows_per_member;
       float* s = row_scale.get() + i * r;
       if (transposed)
-        xb_transposed(x + i * n, bt.get() + j * r * n, n, r, s);
+        xb_transposed(x + i * n, bt.get() + lead[j] * r * n, n, r, s);
       else
         xb_row(x + i * n, f.blocks[j], n, r, s);
       for (std::int64_t c = 0; c < r; ++c) s[c] *= f.coef[j];
