@@ -227,7 +227,7 @@ TEST(Int8Hand, FloorClipIsExactForEveryDivisor) {
 struct Batch {
   std::int64_t members, rpm;
 };
-const Batch kBatches[] = {{1, 1}, {5, 1}, {37, 1}, {2, 3}, {13, 3}};
+const Batch kBatches[] = {{1, 1}, {5, 1}, {37, 1}, {2, 3}, {13, 3}, {4, 16}};
 const std::int64_t kWidths[] = {1, 3, 17, 63, 65, 255, 256, 1000, 1024};
 
 TEST(Int8Random, Qmm) {

@@ -295,6 +295,8 @@ class RowEpilogue {
       alignas(64) std::int32_t xb[16];
       if (r == 1)
         xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+      else if (g_.batch.rows_per_member > 1)
+        xb_transposed(mf.b, xu, x_stride, xb);
       else
         xb_rank_n(xu, g_.n, r, mf.b, xb);
       std::int64_t total = 0;
@@ -370,6 +372,56 @@ class RowEpilogue {
     }
   }
 
+  // xb as xb_rank_n computes it (the same integers), for members with several rows: B^T (r rows
+  // of x_stride bytes, zero padded) and the column sums of B are made once per factor block (an
+  // antithetic pair's two members share one) and kept while the rows of that block last; each
+  // row then costs r dot products of 64 bytes per vpdpbusd.
+  void xb_transposed(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
+    const std::int64_t r = g_.f->rank, n = g_.n;
+    if (b != bt_of_) {
+      ensure_size(bt_, r * x_stride);
+      std::int8_t* bt = bt_.data();
+      if (r == 2 || r == 4 || r == 8) {
+        // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
+        // column's run stored to its row of B^T; loads past n are zero, so is the padding.
+        const std::int64_t per = 64 / r;
+        alignas(64) std::uint8_t idx_bytes[64];
+        for (std::int64_t c = 0; c < r; ++c)
+          for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
+        const __m512i idx = _mm512_load_si512(idx_bytes);
+        alignas(64) std::int8_t grouped[64];
+        for (std::int64_t k = 0; k < x_stride; k += per) {
+          const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r);
+          _mm512_store_si512(grouped, _mm512_permutexvar_epi8(idx, raw));
+          for (std::int64_t c = 0; c < r; ++c) std::memcpy(bt + c * x_stride + k, grouped + c * per, static_cast<std::size_t>(per));
+        }
+      } else {
+        std::fill(bt, bt + r * x_stride, std::int8_t{0});
+        for (std::int64_t c = 0; c < r; ++c)
+          for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
+      }
+      const __m512i ones = _mm512_set1_epi8(1);
+      for (std::int64_t c = 0; c < r; ++c) {
+        __m512i sum = _mm512_setzero_si512();
+        for (std::int64_t k = 0; k < x_stride; k += 64)
+          sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(bt + c * x_stride + k));
+        col_sum_[c] = _mm512_reduce_add_epi32(sum);
+      }
+      bt_of_ = b;
+    }
+    __m512i dot[8];
+    for (std::int64_t c = 0; c < r; ++c) dot[c] = _mm512_setzero_si512();
+    for (std::int64_t k = 0; k < x_stride; k += 64) {
+      const __m512i xv = _mm512_loadu_si512(xu + k);
+      for (std::int64_t c = 0; c < r; ++c)
+        dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
+    }
+    // modulo 2^32, as xb_rank_n (the true xb fits int32)
+    for (std::int64_t c = 0; c < r; ++c)
+      xb[c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(dot[c])) -
+                                        128u * static_cast<std::uint32_t>(col_sum_[c]));
+  }
+
   // saturate_int32(acc + corr) for 16 outputs.
   static __m512i add_correction(__m512i acc, const std::int64_t* corr) {
     const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc)), _mm512_loadu_si512(corr));
@@ -396,6 +448,9 @@ class RowEpilogue {
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
+  std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
+  const std::int8_t* bt_of_ = nullptr;
+  std::int32_t col_sum_[8] = {};
   alignas(64) std::uint8_t a_idx_[2][64] = {};
   __mmask64 a_lanes_[2] = {0, 0};
 };
