@@ -78,7 +78,14 @@ struct Blocked {
         const float* s = ep->row_scale + row * RANK;
         const std::int64_t ldc = ep->m;  // between the ranks of A^T
         const float* a0 = ep->row_a[row];
-        if (a0 == ep->row_a[row + MR - 1]) {  // one member's rows (rows come in member order)
+        if (RANK > 1 && !ep->a_by_rank) {  // A_j (m, RANK) in the factor block: columns by shuffles
+#pragma GCC unroll 16
+          for (int r = 0; r < MR; ++r) {
+            const float* a = ep->row_a[row + r] + col * RANK;
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[r][v] = V::rank_fma(a + v * kLanes * RANK, RANK, kLanes, s + r * RANK, acc[r][v]);
+          }
+        } else if (a0 == ep->row_a[row + MR - 1]) {  // one member's rows (rows come in member order)
 #pragma GCC unroll 16
           for (int c = 0; c < RANK; ++c) {
             Reg av[NV];
@@ -175,7 +182,7 @@ struct Blocked {
   // The full tile for a fused correction: rank 1, 2, 4, 8 or 16 with A^T rows (in registers);
   // otherwise the plain tile (the correction after the store).
   static TileFn full_tile(const LowRankEpilogue* ep) {
-    if (ep == nullptr || !(ep->rank == 1 || ep->a_by_rank)) return &tile<kMr, kNv>;
+    if (ep == nullptr) return &tile<kMr, kNv>;
     switch (ep->rank) {
       case 1: return &tile<kMr, kNv, 1>;
       case 2: return &tile<kMr, kNv, 2>;

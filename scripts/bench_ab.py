@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Compare two builds of eggroll on the same `eggroll bench` command, in alternating processes.
+
+    scripts/bench_ab.py --a OLD/apps/eggroll/eggroll --b build/apps/eggroll/eggroll --rounds 3 \\
+        -- --suite forward --dtypes f32 --models medium --ranks 4 --rows 16
+
+On a shared, noisy machine one process of each build says little: a case moves by tens of
+percent between processes. This runs the command `rounds` times per build, A and B alternating,
+and prints per case the median over the rounds of each build's ratio (EGGROLL or epoch or update
+against plain inference, measured inside each process), of its plain-inference rate and of its
+EGGROLL (forward, epoch or update) rate. When a change speeds up plain inference too, the ratio
+alone hides it: read the rates.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run(binary, bench_args, path):
+    subprocess.run([binary, "bench", *bench_args, "--json", path], check=True, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        return json.load(f)
+
+
+def case_key(rec):
+    return (rec["model"], rec["dtype"], rec["population"], rec["rank"], rec["rows_per_member"], rec["noise"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--a", required=True, help="the first eggroll binary (the baseline)")
+    p.add_argument("--b", required=True, help="the second eggroll binary")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: the arguments of eggroll bench")
+    args = p.parse_args()
+    bench_args = [a for a in args.bench_args if a != "--"]
+    if not bench_args:
+        p.error("give the eggroll bench arguments after --")
+    ratios = {"a": {}, "b": {}}
+    infer = {"a": {}, "b": {}}
+    egg = {"a": {}, "b": {}}
+    order = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for side, binary in (("a", args.a), ("b", args.b)):
+                for rec in run(binary, bench_args, os.path.join(tmp, f"{side}{r}.json")):
+                    if "ratio" not in rec:
+                        continue
+                    k = case_key(rec)
+                    if k not in order:
+                        order.append(k)
+                    ratios[side].setdefault(k, []).append(rec["ratio"])
+                    infer[side].setdefault(k, []).append(rec["inference_rows_per_s"])
+                    egg[side].setdefault(k, []).append(rec["eggroll_rows_per_s"])
+            print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
+    print(f"| case ({args.rounds} rounds, medians) | A ratio | B ratio | A inference rows/s | B inference rows/s "
+          "| A EGGROLL rows/s | B EGGROLL rows/s |")
+    print("|---|---|---|---|---|---|---|")
+    for k in order:
+        label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
+        a, b = ratios["a"].get(k), ratios["b"].get(k)
+        if not a or not b:
+            continue
+        print(f"| {label} | {statistics.median(a):.3f} | {statistics.median(b):.3f} | "
+              f"{statistics.median(infer['a'][k]):.4g} | {statistics.median(infer['b'][k]):.4g} | "
+              f"{statistics.median(egg['a'][k]):.4g} | {statistics.median(egg['b'][k]):.4g} |")
+
+
+if __name__ == "__main__":
+    main()
