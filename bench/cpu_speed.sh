@@ -14,6 +14,8 @@ $E bench --suite epoch --dtypes f32 int8 --models medium large --populations 102
 $E bench --suite update --dtypes f32 int8 --models medium large --populations 1024 4096 --ranks 1 4 --rows 16 --reps 5 --json $O/update.json > $O/update.txt 2>&1
 $E bench --suite lm --json $O/lm.json > $O/lm.txt 2>&1
 $E bench --suite memory --json $O/memory.json > $O/memory.txt 2>&1
+build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator,table --members 2048 --reps 20 > $O/breakdown.txt 2>&1
+build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator --members 2048 --rows 16 --reps 10 > $O/breakdown_r16.txt 2>&1
 build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
 OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes default,SkylakeX --json $O/torch.json > $O/torch.txt 2>&1
