@@ -8,9 +8,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
-#include <cmath>
 #include <vector>
 
 #include "backend/cpu/avx512_columns.hpp"
@@ -178,9 +178,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). With rank > 1 and several rows per member, A_j^T (r, m), read
   // contiguously by the store, and B_j^T (r, n) for the products, both made once per factor
-  // block here; with one row per member the store takes A_j's columns itself. The products x B_j need
-  // x, so the GEMM driver asks for them a block of rows at a time (prepare), while those rows
-  // are in cache.
+  // block here; with one row per member the store takes A_j's columns itself. The products
+  // x B_j need x, so the GEMM driver asks for them a block of rows at a time (prepare), while
+  // those rows are in cache.
   const bool transposed = r > 1 && rows_per_member > 1;
   // Scratch every value of which is written before it is read (no clearing).
   const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));

@@ -49,9 +49,10 @@ struct Blocked {
   // y: row stride ldy. Lanes past cols are computed from zero padding and never stored.
   // With ep (only on the last k block), the chains are complete: the low-rank correction of
   // rows row .. row+MR-1 and outputs col .. col+cols-1 is added before the store.
-  // RANK > 0 (full tiles, rank RANK with a_by_rank): when every row of the tile is perturbed, the
-  // correction's RANK FMAs per element are issued on the accumulators before the store, rank by
-  // rank over the whole tile, like RANK more steps of k; otherwise after the store (add_lowrank).
+  // RANK > 0 (full tiles, rank RANK): when every row of the tile is perturbed, the correction's
+  // RANK FMAs per element are issued on the accumulators before the store (A^T rows: rank by rank
+  // over the whole tile, like RANK more steps of k; A in the factor block: its columns by
+  // shuffles, row by row); otherwise after the store (add_lowrank).
   template <int MR, int NV, int RANK = 0>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
@@ -179,8 +180,8 @@ struct Blocked {
     return all;
   }
 
-  // The full tile for a fused correction: rank 1, 2, 4, 8 or 16 with A^T rows (in registers);
-  // otherwise the plain tile (the correction after the store).
+  // The full tile for a fused correction: rank 1, 2, 4, 8 or 16 in registers; otherwise the
+  // plain tile (the correction after the store).
   static TileFn full_tile(const LowRankEpilogue* ep) {
     if (ep == nullptr) return &tile<kMr, kNv>;
     switch (ep->rank) {
