@@ -128,44 +128,26 @@ struct Blocked {
   }
 
   // y[r][..] += the low-rank correction of row + r (cpu_sgemm.hpp), one FMA per rank, on the tile
-  // just stored (still in L1; the chain value reloads exactly). Kept out of the accumulator code
-  // so the K loop keeps its registers. When every row of the tile is perturbed and the rank is a
-  // power of two up to 16, the rank is a template argument and the tile's MR x NV chains are
-  // independent straight-line code, which the core overlaps; otherwise row by row. Each element
-  // gets the same FMAs in the same order either way.
+  // just stored (still in L1; the chain value reloads exactly), row by row: the tiles that do not
+  // take it in registers (edge tiles, tiles with an unperturbed row, ranks other than 1, 2, 4, 8,
+  // 16). Each element gets the same FMAs in the same order as in registers.
   template <int MR, int NV>
   static void add_lowrank(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col, int cols, float* y,
                           std::int64_t ldy) {
-    const float* a[MR];
-    bool all_perturbed = true;
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      a[r] = ep.row_a[row + r];
-      all_perturbed = all_perturbed && a[r] != nullptr;
-    }
-    if (all_perturbed && cols == NV * kLanes) {
-      switch (ep.rank) {
-        case 1: return add_lowrank_all<1, MR, NV>(ep, a, row, col, y, ldy);
-        case 2: return add_lowrank_all<2, MR, NV>(ep, a, row, col, y, ldy);
-        case 4: return add_lowrank_all<4, MR, NV>(ep, a, row, col, y, ldy);
-        case 8: return add_lowrank_all<8, MR, NV>(ep, a, row, col, y, ldy);
-        case 16: return add_lowrank_all<16, MR, NV>(ep, a, row, col, y, ldy);
-        default: break;
-      }
-    }
     const std::int64_t rank = ep.rank;
     for (int r = 0; r < MR; ++r) {
-      if (a[r] == nullptr) continue;
+      const float* a = ep.row_a[row + r];
+      if (a == nullptr) continue;
       const float* s = ep.row_scale + (row + r) * rank;
       for (int v = 0; v < NV; ++v) {
         const int count = cols - v * kLanes;
         float* yv = y + r * ldy + v * kLanes;
         Reg t = V::load_first(yv, count);
         if (ep.a_by_rank) {
-          const float* av = a[r] + col + v * kLanes;
+          const float* av = a + col + v * kLanes;
           for (std::int64_t c = 0; c < rank; ++c) t = V::fma(V::broadcast(s + c), V::load_first(av + c * ep.m, count), t);
         } else {
-          t = V::rank_fma(a[r] + (col + v * kLanes) * rank, rank, count, s, t);
+          t = V::rank_fma(a + (col + v * kLanes) * rank, rank, count, s, t);
         }
         V::store_first(yv, t, count);
       }
@@ -192,28 +174,6 @@ struct Blocked {
       case 16: return &tile<kMr, kNv, 16>;
       default: return &tile<kMr, kNv>;
     }
-  }
-
-  // add_lowrank for a whole tile of perturbed rows at rank R.
-  template <int R, int MR, int NV>
-  static void add_lowrank_all(const LowRankEpilogue& ep, const float* const (&a)[MR], std::int64_t row,
-                              std::int64_t col, float* y, std::int64_t ldy) {
-    const float* s = ep.row_scale + row * R;
-    const bool by_rank = R == 1 || ep.a_by_rank;
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        float* yv = y + r * ldy + v * kLanes;
-        Reg t = V::load(yv);
-        if (by_rank) {
-#pragma GCC unroll 16
-          for (int c = 0; c < R; ++c) t = V::fma(V::broadcast(s + r * R + c), V::load(a[r] + c * ep.m + col + v * kLanes), t);
-        } else {
-          t = V::rank_fma(a[r] + (col + v * kLanes) * R, R, kLanes, s + r * R, t);
-        }
-        V::store(yv, t);
-      }
   }
 
   // kTiles[NV - 1][MR - 1] = tile<MR, NV>: the edge tiles (fewer rows at the end of a row range,
