@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -222,6 +223,19 @@ TEST(Int8Hand, FloorClipIsExactForEveryDivisor) {
   }
 }
 
+TEST(Int8Hand, L1NormReciprocalFloorIsExact) {
+  // The AVX-512 ql1_norm's floor(fma(p, float(1 / mav), 2^-8)) against floor(p / mav) for every
+  // product p = x w and every mav it can meet.
+  for (int mav = 1; mav <= 128; ++mav) {
+    const float inv = 1.0f / static_cast<float>(mav);
+    for (int p = -16384; p <= 16384; ++p) {
+      const auto got = static_cast<int>(std::floor(std::fma(static_cast<float>(p), inv, 1.0f / 256)));
+      const int want = p >= 0 ? p / mav : -((-p + mav - 1) / mav);
+      if (got != want) FAIL() << "p = " << p << " mav = " << mav;
+    }
+  }
+}
+
 // ---- random cases: every level against the reference ----
 
 struct Batch {
@@ -303,7 +317,7 @@ TEST(Int8Random, Embedding) {
       std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows));
       for (auto& t : tokens) t = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(vocab));
       tokens[0] = static_cast<std::int32_t>(vocab - 1);
-      QF f(rng, bt.members, vocab, d, r, 4 + c % 7, 1, bt.members - 1);
+      QF f(rng, bt.members, vocab, d, r, c % 5 == 1 ? 17 : 4 + c % 7, 1, bt.members - 1);  // shift 17: all 0 or -1
       expect_all_levels_equal<std::int8_t>("qembedding d=" + std::to_string(d), rows * d, [&](Backend& be, std::int8_t* y) {
         be.qembedding({bt.members, bt.rpm}, vocab, d, tokens.data(), w.data(), f.f, y);
       });
@@ -347,6 +361,14 @@ TEST(Int8Random, GruExhaustiveAndLogLik) {
   expect_all_levels_equal<std::int8_t>("qgru_update", n, [&](Backend& be, std::int8_t* out) {
     std::memcpy(out, h.data(), h.size());
     be.qgru_update(n, f.data(), hh.data(), out);
+  });
+  const std::int64_t part = n - 4096 - 7;  // a partial chunk and a partial vector at the end
+  expect_all_levels_equal<std::int8_t>("qgru_gate, partial", part, [&](Backend& be, std::int8_t* g) {
+    be.qgru_gate(part, f.data() + 3, h.data() + 3, g);
+  });
+  expect_all_levels_equal<std::int8_t>("qgru_update, partial", part, [&](Backend& be, std::int8_t* out) {
+    std::memcpy(out, h.data() + 5, static_cast<std::size_t>(part));
+    be.qgru_update(part, f.data() + 5, hh.data() + 5, out);
   });
   const std::int64_t rows = 37;
   const I8 logits = rng.int8s(rows * 256, -128, 127);

@@ -117,6 +117,13 @@ struct UpdateArgs {
 void ql1_norm_row_avx512(std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int8_t* y);
 void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y);
 
+// qgru_gate and qgru_update (backend.hpp) over values [begin, end) at the AVX-512 level.
+void qgru_gate_avx512(std::int64_t begin, std::int64_t end, const std::int8_t* f, const std::int8_t* h, std::int8_t* g);
+void qgru_update_avx512(std::int64_t begin, std::int64_t end, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h);
+// One row of a perturbed rank-1 qembedding at the AVX-512 level: a = A_j[t][0], b = B_j (d).
+void qembedding_rank1_row_avx512(std::int64_t d, const std::int8_t* w, std::int8_t a, const std::int8_t* b, int sign,
+                                 int shift, std::int8_t* y);
+
 void update_scalar(const UpdateArgs& args);
 void update_avx2(const UpdateArgs& args);
 void update_avx512_vnni(const UpdateArgs& args);

@@ -2,6 +2,7 @@
 // the elementwise ops (OpenMP over rows), and the scalar-level qmm and update kernels.
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -128,6 +129,7 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
     check(tokens[i] >= 0 && tokens[i] < vocab, "qembedding: token ", tokens[i], " at row ", i, ", expected 0 .. ",
           vocab - 1);
   const std::int64_t r = f.rank;
+  const bool avx512 = current_level() == SimdChoice::avx512;
 #pragma omp parallel for schedule(static) if (batch.rows() * d * r > detail::kParallelMinWork)
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int64_t t = tokens[i];
@@ -139,6 +141,12 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
       continue;
     }
     const std::int8_t* at = mf.a + t * r;
+#if defined(__x86_64__)
+    if (avx512 && r == 1) {
+      detail::qembedding_rank1_row_avx512(d, wt, at[0], mf.b, mf.sign, f.shift, yi);
+      continue;
+    }
+#endif
     for (std::int64_t k = 0; k < d; ++k) {
       std::int32_t p = 0;  // |p| <= 128^2 r
       for (std::int64_t c = 0; c < r; ++c) p += std::int32_t{at[c]} * mf.b[k * r + c];
@@ -190,17 +198,39 @@ void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const s
   }
 }
 
-void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) {
+namespace {
+
+// fn(begin, end) over [0, n) in chunks of 4096 values, OpenMP over the chunks.
+template <typename Fn>
+void for_chunks(std::int64_t n, Fn fn) {
+  constexpr std::int64_t kChunk = 4096;
 #pragma omp parallel for schedule(static) if (n > detail::kParallelMinWork)
-  for (std::int64_t k = 0; k < n; ++k) g[k] = static_cast<std::int8_t>(((std::int32_t{f[k]} + 127) * h[k]) >> 8);
+  for (std::int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+}  // namespace
+
+void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) {
+  const bool avx512 = current_level() == SimdChoice::avx512;
+  for_chunks(n, [&](std::int64_t begin, std::int64_t end) {
+#if defined(__x86_64__)
+    if (avx512) return detail::qgru_gate_avx512(begin, end, f, h, g);
+#endif
+    for (std::int64_t k = begin; k < end; ++k) g[k] = static_cast<std::int8_t>(((std::int32_t{f[k]} + 127) * h[k]) >> 8);
+  });
 }
 
 void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) {
-#pragma omp parallel for schedule(static) if (n > detail::kParallelMinWork)
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
-    h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
-  }
+  const bool avx512 = current_level() == SimdChoice::avx512;
+  for_chunks(n, [&](std::int64_t begin, std::int64_t end) {
+#if defined(__x86_64__)
+    if (avx512) return detail::qgru_update_avx512(begin, end, f, hh, h);
+#endif
+    for (std::int64_t k = begin; k < end; ++k) {
+      const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
+      h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
+    }
+  });
 }
 
 void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) {
