@@ -265,6 +265,35 @@ TEST(Int8Random, Qmm) {
       }
 }
 
+TEST(Int8Random, QmmWithAddendIsQmmThenQadd) {
+  // The fused residual / bias add: every level against the reference, and the reference against
+  // its own qmm followed by qadd, with rows only, a vector only (shared or per member) and both.
+  Rng rng{11};
+  auto ref = make_backend(BackendKind::reference);
+  int c = 0;
+  for (std::int64_t n : {17, 256, 1000})
+    for (std::int64_t m : {1, 47, 130, 256})
+      for (const Batch& bt : kBatches) {
+        const std::int64_t r = 1 + c % 4, rows = bt.members * bt.rpm, stride = c % 2 ? m : 0;
+        ++c;
+        const I8 x = rng.int8s(rows * n, -128), w = rng.int8s(m * n, -128);
+        const I8 b = rng.int8s(rows * m, -128), v = rng.int8s(bt.members * m, -128);
+        QF f(rng, bt.members, m, n, r, 6, c % 4 == 1 ? 1 : -1);
+        for (int kind = 1; kind < 4; ++kind) {
+          const QAddend add{kind & 1 ? b.data() : nullptr, kind & 2 ? v.data() : nullptr, stride};
+          Out<std::int8_t> plain(rows * m), want(rows * m), fused(rows * m);
+          ref->qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, plain.ptr());
+          ref->qadd({bt.members, bt.rpm}, m, plain.ptr(), add.rows, add.vec, stride, want.ptr());
+          ref->qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, fused.ptr(), add);
+          ASSERT_EQ(want.data, fused.data) << "reference n=" << n << " m=" << m << " kind " << kind;
+          expect_all_levels_equal<std::int8_t>("qmm + addend n=" + std::to_string(n) + " m=" + std::to_string(m),
+                                               rows * m, [&](Backend& be, std::int8_t* y) {
+                                                 be.qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, y, add);
+                                               });
+        }
+      }
+}
+
 TEST(Int8Random, QmmSaturates) {
   for (int sx : {127, -127})
     for (std::int64_t n : {256, 1000}) {

@@ -9,7 +9,7 @@
 
 namespace eggroll::reference_int8 {
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y);
+           const QFactors& f, std::int8_t* y, const QAddend& add);
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                   const std::int8_t* w, const QFactors& f, std::int8_t* y);
   void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
@@ -25,7 +25,7 @@ namespace eggroll::reference_int8 {
 
 namespace eggroll::cpu_int8 {
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y);
+           const QFactors& f, std::int8_t* y, const QAddend& add);
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                   const std::int8_t* w, const QFactors& f, std::int8_t* y);
   void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
@@ -83,6 +83,7 @@ struct QmmArgs {
   const QFactors* f = nullptr;
   std::int8_t* y = nullptr;        // (rows, m)
   FloorClip div{1};
+  QAddend add;
 };
 
 // Member j's factors: B (n, r), A (m, r) and its sign, or sign 0 when unperturbed.
@@ -112,6 +113,10 @@ struct UpdateArgs {
   const std::int16_t* coef = nullptr;
   std::int64_t* z = nullptr;
 };
+// y rows [i0, i1) of a qmm = clip(y + its addend): the fused qadd, which every level runs on
+// rows it has just stored (nothing when the addend is empty).
+void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1);
+
 // One row of ql1_norm and of qadd (backend.hpp) at the AVX-512 level (the scalar loops in
 // cpu_int8.cpp are the other levels); b and v may be null.
 void ql1_norm_row_avx512(std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int8_t* y);

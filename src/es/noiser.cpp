@@ -197,7 +197,9 @@ void Noiser::accumulate_gradient(Backend& backend, PopulationView& view, const P
 [[noreturn]] static void not_integer(const std::string& name) {
   throw_error("int8 parameters need es.noiser = \"q_eggroll\", got \"", name, "\"");
 }
-void Noiser::qmatmul(ForwardContext&, const Param&, const std::int8_t*, std::int8_t*) const { not_integer(name()); }
+void Noiser::qmatmul(ForwardContext&, const Param&, const std::int8_t*, std::int8_t*, const QAddend&) const {
+  not_integer(name());
+}
 Tensor Noiser::qvectors(PopulationView&, const Param&) const { not_integer(name()); }
 void Noiser::qembedding(ForwardContext&, const Param&, const std::int32_t*, std::int8_t*) const { not_integer(name()); }
 

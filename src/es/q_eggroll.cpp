@@ -17,12 +17,13 @@ class QEggroll final : public Noiser {
   std::string name() const override { return "q_eggroll"; }
   bool integer() const override { return true; }
 
-  void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y) const override {
+  void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y,
+               const QAddend& add) const override {
     std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(ctx.members()), nullptr);
     std::vector<std::int8_t> signs = member_signs(ctx, w);
     if (w.perturbed()) blocks = qmember_blocks(ctx, w);
     ctx.backend.qmm(ctx.batch(), w.rows(), w.cols(), x, w.value.data<std::int8_t>(),
-                    {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y);
+                    {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y, add);
   }
 
   Tensor qvectors(PopulationView& view, const Param& v) const override {

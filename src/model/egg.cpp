@@ -80,11 +80,11 @@ void EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor&
   for (std::size_t row = 0; row < tokens.size(); ++row)
     if (tokens[row] == 0) std::fill_n(h.data<std::int8_t>() + row * d, d, std::int8_t{0});
   Tensor hf = qlinear(ctx, params_.at(b + "gru.U_f"), h);
-  Tensor f = qadd(ctx, qlinear(ctx, params_.at(b + "gru.W_f"), a), &hf, &params_.at(b + "gru.b_f"));
+  Tensor f = qlinear_add(ctx, params_.at(b + "gru.W_f"), a, &hf, &params_.at(b + "gru.b_f"));
   Tensor g(DType::i8, h.shape());
   ctx.backend.qgru_gate(h.numel(), f.data<std::int8_t>(), h.data<std::int8_t>(), g.data<std::int8_t>());
   Tensor hg = qlinear(ctx, params_.at(b + "gru.U_h"), g);
-  Tensor hh = qadd(ctx, qlinear(ctx, params_.at(b + "gru.W_h"), a), &hg, &params_.at(b + "gru.b_h"));
+  Tensor hh = qlinear_add(ctx, params_.at(b + "gru.W_h"), a, &hg, &params_.at(b + "gru.b_h"));
   ctx.backend.qgru_update(h.numel(), f.data<std::int8_t>(), hh.data<std::int8_t>(), h.data<std::int8_t>());
 }
 
@@ -105,8 +105,7 @@ Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& toke
     x = qadd(ctx, x, &h, nullptr);
     if (stats) (*stats)[2 * l] = layer_stats(h);
     Tensor up = qlinear(ctx, params_.at(b + "mlp.up"), ql1_norm(ctx, x, params_.at(b + "ln2.weight")));
-    Tensor down = qlinear(ctx, params_.at(b + "mlp.down"), up);
-    x = qadd(ctx, x, &down, nullptr);
+    x = qlinear_add(ctx, params_.at(b + "mlp.down"), up, &x, nullptr);  // x + down, the residual
     if (stats) (*stats)[2 * l + 1] = layer_stats(up);
   }
   Tensor logits = qlinear(ctx, params_.at("head"), ql1_norm(ctx, x, params_.at("ln_out.weight")));

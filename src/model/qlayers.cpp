@@ -35,14 +35,29 @@ VectorRows vector_rows(ForwardContext& ctx, const Param& v) {
 
 }  // namespace
 
-Tensor qlinear(ForwardContext& ctx, const Param& w, const Tensor& x) {
+Tensor qlinear(ForwardContext& ctx, const Param& w, const Tensor& x) { return qlinear_add(ctx, w, x, nullptr, nullptr); }
+
+Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const Tensor* b, const Param* bias) {
   check_input(ctx, x, w.cols(), "qlinear", &w);
   Tensor y = Tensor::uninitialized(DType::i8, {x.dim(0), w.rows()});
+  QAddend add;
+  if (b) {
+    check(b->dtype() == DType::i8 && b->shape() == y.shape(), "qlinear '", w.name, "': the added tensor has ",
+          dtype_name(b->dtype()), " ", shape_string(b->shape()), ", expected int8 ", shape_string(y.shape()));
+    add.rows = b->data<std::int8_t>();
+  }
+  if (bias) {
+    check(bias->value.numel() == w.rows(), "qlinear '", w.name, "': bias '", bias->name, "' has ",
+          bias->value.numel(), " values, expected ", w.rows());
+    const VectorRows v = vector_rows(ctx, *bias);
+    add.vec = v.data;
+    add.vec_stride = v.stride;
+  }
   if (ctx.view && ctx.view->noiser().active())
-    ctx.view->noiser().qmatmul(ctx, w, x.data<std::int8_t>(), y.data<std::int8_t>());
+    ctx.view->noiser().qmatmul(ctx, w, x.data<std::int8_t>(), y.data<std::int8_t>(), add);
   else
     ctx.backend.qmm(batch_of(ctx, x), w.rows(), w.cols(), x.data<std::int8_t>(), w.value.data<std::int8_t>(),
-                    QFactors{w.rows(), w.cols(), 1, nullptr, nullptr, 0}, y.data<std::int8_t>());
+                    QFactors{w.rows(), w.cols(), 1, nullptr, nullptr, 0}, y.data<std::int8_t>(), add);
   return y;
 }
 

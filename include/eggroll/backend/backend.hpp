@@ -40,6 +40,16 @@ struct QFactors {
   int shift = 0;                               // S = 4 + sigma_shift + k_r
 };
 
+// What a qmm adds to its output before storing it: the residual and bias adds of 2.4 fused into
+// the matmul, y = clip(MM(x, W) + rows[row] + vec[member]) with the sum exact (as qadd). Either
+// pointer may be null; none = plain qmm.
+struct QAddend {
+  const std::int8_t* rows = nullptr;  // (rows, m)
+  const std::int8_t* vec = nullptr;   // (m) per member at row stride vec_stride (0 = one for all)
+  std::int64_t vec_stride = 0;
+  bool empty() const { return rows == nullptr && vec == nullptr; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,8 +97,13 @@ class Backend {
 
   // The scaled integer matmul MM of 2.1 with the perturbation of 2.3 (f.blocks may be null):
   // y (rows, m) = clip(floor(acc / D_n)), acc = x W^T (+ perturbation), D_n = 16 isqrt(n).
+  // With an addend, y = clip(that + addend), as qadd(y, addend.rows, addend.vec) would give.
   virtual void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x,
-                   const std::int8_t* w, const QFactors& f, std::int8_t* y) = 0;
+                   const std::int8_t* w, const QFactors& f, std::int8_t* y, const QAddend& add) = 0;
+  void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
+           const QFactors& f, std::int8_t* y) {
+    qmm(batch, m, n, x, w, f, y, QAddend{});
+  }
   // Embedding rows: y[row] = clip(W[t] + sign_j floor((A_j[t] B_j^T) / 2^shift)), t = tokens[row].
   virtual void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                           const std::int8_t* w, const QFactors& f, std::int8_t* y) = 0;

@@ -180,8 +180,10 @@ class Noiser {
   virtual void accumulate_gradient(Backend& backend, PopulationView& view, const Param& p,
                                    const std::vector<double>& fitness, Tensor& grad) const;
   // ---- int8 (integer noisers; the float noisers throw) ----
-  // y (rows, m) = MM(x, W_i) of ALGORITHM.md 2.1 / 2.3 for the members of ctx.view.
-  virtual void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y) const;
+  // y (rows, m) = MM(x, W_i) of ALGORITHM.md 2.1 / 2.3 for the members of ctx.view, then
+  // clip(y + add) when the addend is not empty (Backend::qmm).
+  virtual void qmatmul(ForwardContext& ctx, const Param& w, const std::int8_t* x, std::int8_t* y,
+                       const QAddend& add) const;
   // (n_members, numel) perturbed int8 vectors: clip(v + s_i floor(e1 e2 / 2^(4 + sigma_shift))).
   virtual Tensor qvectors(PopulationView& view, const Param& v) const;
   virtual void qembedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, std::int8_t* y) const;

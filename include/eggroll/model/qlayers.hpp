@@ -11,6 +11,9 @@ namespace eggroll {
 
 // y (rows, m) = MM(x, W) of 2.1 (perturbed per member as 2.3), W (m, n) an int8 matrix.
 Tensor qlinear(ForwardContext& ctx, const Param& w, const Tensor& x);
+// qadd(ctx, qlinear(ctx, w, x), b, bias) in one pass: the add runs on each block of output rows
+// as the matmul stores it. b and bias may be null.
+Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const Tensor* b, const Param* bias);
 // y (rows, d) = W[tokens] (perturbed per member), W (vocab, d) an int8 embedding.
 Tensor qembedding(ForwardContext& ctx, const Param& w, const std::vector<std::int32_t>& tokens);
 // The L1 norm of 2.4 with per-member weights w (an int8 vector).

@@ -86,6 +86,27 @@ void qmm_scalar(const QmmArgs& g) {
         for (std::int64_t k = 0; k < n; ++k) acc += std::int32_t{xi[k]} * wa[k];
         g.y[i * m + a] = g.div(mf.sign != 0 ? acc + corr[a] : acc);
       }
+      add_addend(g, i, i + 1);
+    }
+  }
+}
+
+void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
+  if (g.add.empty()) return;
+  const bool avx512 = current_level() == SimdChoice::avx512;
+  for (std::int64_t i = i0; i < i1; ++i) {
+    std::int8_t* yi = g.y + i * g.m;
+    const std::int8_t* ri = g.add.rows != nullptr ? g.add.rows + i * g.m : nullptr;
+    const std::int8_t* vi = g.add.vec != nullptr ? g.add.vec + (i / g.batch.rows_per_member) * g.add.vec_stride : nullptr;
+#if defined(__x86_64__)
+    if (avx512) {
+      qadd_row_avx512(g.m, yi, ri, vi, yi);
+      continue;
+    }
+#endif
+    for (std::int64_t a = 0; a < g.m; ++a) {
+      const std::int32_t s = yi[a] + (ri != nullptr ? ri[a] : 0) + (vi != nullptr ? vi[a] : 0);
+      yi[a] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
     }
   }
 }
@@ -103,14 +124,14 @@ void update_dispatch(const UpdateArgs& args) {
 }  // namespace detail
 
 void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-         const QFactors& f, std::int8_t* y) {
+         const QFactors& f, std::int8_t* y, const QAddend& add) {
   check(n <= 133143, "qmm: input width n = ", n, ", expected <= 133,143 (int32 accumulation, ALGORITHM.md 2.1)");
   if (f.blocks != nullptr)
     check(f.m == m && f.n == n && f.rank >= 1 && f.shift >= 0 && f.shift < 63, "qmm: factors are for (", f.m, ", ",
           f.n, ") at rank ", f.rank, " shift ", f.shift, ", expected (", m, ", ", n, ") at rank >= 1, shift 0 .. 62");
   if (batch.rows() == 0 || m == 0) return;
   QFactors none;
-  const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n))};
+  const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n)), add};
   switch (current_level()) {
 #if defined(__x86_64__)
     case SimdChoice::avx512: return detail::qmm_avx512_vnni(args);
@@ -156,6 +177,9 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
 }
 
 // floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
+// How many rows ahead the row-wise elementwise ops prefetch their inputs.
+constexpr std::int64_t kAhead = 8;
+
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
   const bool avx512 = current_level() == SimdChoice::avx512;
@@ -163,6 +187,11 @@ void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, con
   for (std::int64_t i = 0; i < batch.rows(); ++i) {
     const std::int8_t* xi = x + i * d;
     const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
+    if (i + kAhead < batch.rows())  // a few rows ahead: the rows come from memory, not cache
+      for (std::int64_t k = 0; k < d; k += 64) {
+        __builtin_prefetch(xi + kAhead * d + k, 0, 2);
+        if (w_stride != 0) __builtin_prefetch(w + ((i + kAhead) / batch.rows_per_member) * w_stride + k, 0, 2);
+      }
 #if defined(__x86_64__)
     if (avx512) {
       detail::ql1_norm_row_avx512(d, xi, wi, y + i * d);
@@ -185,6 +214,11 @@ void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const s
     const std::int8_t* ai = a + i * d;
     const std::int8_t* bi = b != nullptr ? b + i * d : nullptr;
     std::int8_t* yi = y + i * d;
+    if (i + kAhead < batch.rows())
+      for (std::int64_t k = 0; k < d; k += 64) {
+        __builtin_prefetch(ai + kAhead * d + k, 0, 2);
+        if (bi != nullptr) __builtin_prefetch(bi + kAhead * d + k, 0, 2);
+      }
 #if defined(__x86_64__)
     if (avx512) {
       detail::qadd_row_avx512(d, ai, bi, vi, yi);

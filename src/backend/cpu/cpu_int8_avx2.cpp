@@ -206,6 +206,7 @@ void qmm_avx2(const QmmArgs& g) {
               p.n_pairs, acc.data() + (i - i0) * m32 + b0 * 8, m32);
       }
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m32);
+      add_addend(g, i0, i1);
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 // GCC 12's AVX-512 headers trip false (maybe-)uninitialized warnings on their own _mm512_undefined
@@ -486,20 +487,50 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
     }
 }
 
-// Asks for the factor blocks of rows [i0, i1) to be brought into L2: at one row per member every
-// row has its own block, read only by the epilogue after the block's tiles, and the tiles' time
-// hides the fetches (the hardware prefetchers do not see one block per member coming).
-void prefetch_factors(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
-  if (g.f->blocks == nullptr) return;
-  const std::int64_t bytes = g.f->rank * (g.n + g.m);
-  const std::int8_t* last = nullptr;
-  for (std::int64_t j = i0 / g.batch.rows_per_member; j <= (i1 - 1) / g.batch.rows_per_member; ++j) {
-    const MemberFactors mf = member_factors(*g.f, j);
-    if (mf.sign == 0 || mf.b == last) continue;
-    last = mf.b;
-    for (std::int64_t off = 0; off < bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(mf.b + off), _MM_HINT_T1);
+// What the epilogue of a block of rows reads besides the accumulators: each member's factor
+// block (at one row per member every row has its own) and the addend's rows. The hardware
+// prefetchers do not see these coming, so the lines of the next row block are queued and asked
+// for into L2 a few per tile while the current block's tiles run (all at once, they would
+// stall the core on its outstanding-miss buffers).
+class LineQueue {
+ public:
+  void fill(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
+    ranges_.clear();
+    next_ = 0;
+    if (i0 >= i1) return;
+    if (g.add.rows != nullptr) add(g.add.rows + i0 * g.m, (i1 - i0) * g.m);
+    if (g.f->blocks == nullptr && g.add.vec == nullptr) return;
+    const std::int8_t* last = nullptr;
+    for (std::int64_t j = i0 / g.batch.rows_per_member; j <= (i1 - 1) / g.batch.rows_per_member; ++j) {
+      if (g.add.vec != nullptr && g.add.vec_stride != 0) add(g.add.vec + j * g.add.vec_stride, g.m);
+      const MemberFactors mf = member_factors(*g.f, j);
+      if (mf.sign == 0 || mf.b == last) continue;
+      last = mf.b;
+      add(mf.b, g.f->rank * (g.n + g.m));
+    }
   }
-}
+  // Asks for up to `lines` more lines (all that are left when lines < 0).
+  void pump(std::int64_t lines) {
+    for (; next_ < ranges_.size() && lines != 0; --lines) {
+      _mm_prefetch(ranges_[next_].first, _MM_HINT_T1);
+      ranges_[next_].first += 64;
+      if (ranges_[next_].first >= ranges_[next_].second) ++next_;
+    }
+  }
+  std::int64_t lines_left() const {
+    std::int64_t n = 0;
+    for (std::size_t k = next_; k < ranges_.size(); ++k) n += (ranges_[k].second - ranges_[k].first + 63) / 64;
+    return n;
+  }
+
+ private:
+  void add(const std::int8_t* p, std::int64_t bytes) {
+    const char* c = reinterpret_cast<const char*>(p);
+    ranges_.emplace_back(c, c + bytes);
+  }
+  std::vector<std::pair<const char*, const char*>> ranges_;
+  std::size_t next_ = 0;
+};
 
 }  // namespace
 
@@ -542,6 +573,11 @@ void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b,
   }
 }
 
+namespace {
+// A stream's line 1 KB ahead (past the end of an array it is a harmless hint).
+void prefetch_ahead(const std::int8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T1); }
+}  // namespace
+
 // The GRU's elementwise ops over [begin, end) in 32-value steps of int16 lanes. (f + 127) h fits
 // int16 (|f + 127| <= 254, |h| <= 128); (f + 127) (hh - h) needs 17 bits, so its floor / 256 is
 // assembled from the product's high and low halves: (hi << 8) | (lo >> 8), which fits int16.
@@ -549,6 +585,8 @@ void qgru_gate_avx512(std::int64_t begin, std::int64_t end, const std::int8_t* f
   const __m512i bias = _mm512_set1_epi16(127);
   for (std::int64_t k = begin; k < end; k += 32) {
     const __mmask32 mk = end - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (end - k)) - 1;
+    prefetch_ahead(f + k);
+    prefetch_ahead(h + k);
     const __m512i fv = _mm512_add_epi16(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, f + k)), bias);
     const __m512i hv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, h + k));
     _mm512_mask_cvtepi16_storeu_epi8(g + k, mk, _mm512_srai_epi16(_mm512_mullo_epi16(fv, hv), 8));
@@ -559,6 +597,9 @@ void qgru_update_avx512(std::int64_t begin, std::int64_t end, const std::int8_t*
   const __m512i bias = _mm512_set1_epi16(127), lo = _mm512_set1_epi16(-127), hi = _mm512_set1_epi16(127);
   for (std::int64_t k = begin; k < end; k += 32) {
     const __mmask32 mk = end - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (end - k)) - 1;
+    prefetch_ahead(f + k);
+    prefetch_ahead(hh + k);
+    prefetch_ahead(h + k);
     const __m512i fv = _mm512_add_epi16(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, f + k)), bias);
     const __m512i hv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, h + k));
     const __m512i dv = _mm512_sub_epi16(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, hh + k)), hv);
@@ -597,26 +638,38 @@ void qmm_avx512_vnni(const QmmArgs& g) {
 #pragma omp for schedule(static)
     for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
 #pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
+        for (std::int64_t k = 0; k < g.n; k += 64) _mm_prefetch(reinterpret_cast<const char*>(g.x + (i + 8) * g.n + k), _MM_HINT_T1);
+      convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
+    }
     const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
     std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
+    LineQueue ahead;
+    ahead.fill(g, begin, std::min(end, begin + kRowBlock));
+    ahead.pump(-1);
+    const std::int64_t tiles_per_block = (kRowBlock / kRowTile) * ((p.m_blocks + kColBlocks - 1) / kColBlocks);
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
-      prefetch_factors(g, i0, i1);
+      ahead.fill(g, i1, std::min(end, i1 + kRowBlock));
+      const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
         for (std::int64_t i = i0; i < i1; i += kRowTile) {
+          ahead.pump(per_tile);
           const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
           tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, p.wp.data() + b0 * p.n_groups * 64,
                            p.n_groups * 64, p.n_groups, p.bias.data() + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
                            m64);
         }
       }
+      ahead.pump(-1);
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, p.xu.data() + i * p.x_stride, p.x_stride);
+      add_addend(g, i0, i1);
     }
   }
 }

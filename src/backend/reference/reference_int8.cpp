@@ -42,7 +42,7 @@ void check_factors(const QFactors& f, std::int64_t m, std::int64_t n, const char
 
 // y[i][a] = clip(floor((x_i . W_a + s_j floor(((x_i B_j) . A_j[a]) / 2^S)) / D_n)).
 void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-         const QFactors& f, std::int8_t* y) {
+         const QFactors& f, std::int8_t* y, const QAddend& add) {
   check_factors(f, m, n, "qmm");
   const std::int64_t d_n = qmm_divisor(n);
   const std::int64_t r = f.rank;
@@ -64,7 +64,10 @@ void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int
         for (std::int64_t c = 0; c < r; ++c) p += xb[c] * mf.a[a * r + c];
         acc += mf.sign * floor_div(p, std::int64_t{1} << f.shift);
       }
-      y[i * m + a] = static_cast<std::int8_t>(clip8(floor_div(acc, d_n)));
+      std::int64_t out = clip8(floor_div(acc, d_n));
+      if (add.rows != nullptr) out += add.rows[i * m + a];
+      if (add.vec != nullptr) out += add.vec[(i / batch.rows_per_member) * add.vec_stride + a];
+      y[i * m + a] = static_cast<std::int8_t>(clip8(out));
     }
   }
 }
