@@ -77,6 +77,8 @@ void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
     const std::int64_t count = std::min<std::int64_t>(16, full_groups - grp);
     const __mmask16 dwords = static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1u);
     __m512 block[16];
+    if (a0 + 32 <= g.m)  // the same bytes of the next block's rows: W comes from memory, not cache
+      for (std::int64_t l = 0; l < 16; ++l) _mm_prefetch(reinterpret_cast<const char*>(base + (16 + l) * g.n + 4 * grp), _MM_HINT_T0);
     for (std::int64_t l = 0; l < 16; ++l)
       block[l] = l < valid ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(dwords, base + l * g.n + 4 * grp))
                            : _mm512_setzero_ps();
