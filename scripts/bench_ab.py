@@ -9,7 +9,8 @@ percent between processes. This runs the command `rounds` times per build, A and
 and prints per case the median over the rounds of each build's ratio (EGGROLL or epoch or update
 against plain inference, measured inside each process), of its plain-inference rate and of its
 EGGROLL (forward, epoch or update) rate. When a change speeds up plain inference too, the ratio
-alone hides it: read the rates.
+alone hides it: read the rates. For `--suite lm` the two rate columns are the int8 GEMM's G MAC/s
+at the model's shape mix and the population step's member-tokens/s.
 """
 import argparse
 import json
@@ -54,8 +55,9 @@ def main():
                     if k not in order:
                         order.append(k)
                     ratios[side].setdefault(k, []).append(rec["ratio"])
-                    infer[side].setdefault(k, []).append(rec["inference_rows_per_s"])
-                    egg[side].setdefault(k, []).append(rec["eggroll_rows_per_s"])
+                    # the lm suite's records: the GEMM's G MAC/s and the step's member-tokens/s
+                    infer[side].setdefault(k, []).append(rec.get("inference_rows_per_s", rec.get("gemm_gmacs")))
+                    egg[side].setdefault(k, []).append(rec.get("eggroll_rows_per_s", rec.get("member_tokens_per_s")))
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
     print(f"| case ({args.rounds} rounds, medians) | A ratio | B ratio | A inference rows/s | B inference rows/s "
           "| A EGGROLL rows/s | B EGGROLL rows/s |")

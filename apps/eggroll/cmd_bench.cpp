@@ -297,18 +297,20 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
   return records;
 }
 
-// The EGG language model (int8, population step = forward of every member over T tokens + the
-// discrete update) against plain int8 GEMMs at its matrix shapes.
-nlohmann::json lm_suite(bool quick, int reps) {
-  nlohmann::json records = nlohmann::json::array();
-  auto backend = make_backend(BackendKind::cpu);
-  const std::int64_t d = 256, layers = 6, rows = 2048;
+// The int8 GEMM at the EGG model's shapes, `rows` rows per thread: per shape a record, and the
+// rate of the model's shape mix (its multiply-adds per member-token over the time they take at
+// these rates).
+struct LmGemm {
+  double mix_gmacs = 0, macs_per_token = 0;
+};
+LmGemm lm_gemm(Backend& backend, std::int64_t rows, int reps, double peak, nlohmann::json& records) {
+  const std::int64_t d = 256, layers = 6;
   // The model's matrices per block: 4 GRU matrices (d x d), the MLP's (4d x d) and (d x 4d); the
   // head (256 x d). Multiply-adds per member-token: layers (12 d^2) + 256 d.
   struct Shape { std::int64_t m, n, count; };
   const std::vector<Shape> shapes = {{d, d, 4 * layers + 1}, {4 * d, d, layers}, {d, 4 * d, layers}};
-  double macs_per_token = 0, seconds_per_token = 0;
-  const double peak = peak_gmacs("int8");
+  LmGemm out;
+  double seconds_per_token = 0;
   for (const Shape& s : shapes) {
     std::vector<Tensor> xs, ys;  // outputs allocated once: the rate is the GEMM's alone
     for (int t = 0; t < omp_get_max_threads(); ++t) {
@@ -319,11 +321,11 @@ nlohmann::json lm_suite(bool quick, int reps) {
     const double sec = interleaved_medians({[&] {
                                               over_member_chunks(rows * omp_get_max_threads(), rows,
                                                                  [&](std::int64_t, std::int64_t, int t) {
-                                                                   backend->qmm({1, rows}, s.m, s.n,
-                                                                                xs[t].data<std::int8_t>(),
-                                                                                w.data<std::int8_t>(),
-                                                                                QFactors{s.m, s.n, 1, nullptr, nullptr, 0},
-                                                                                ys[t].data<std::int8_t>());
+                                                                   backend.qmm({1, rows}, s.m, s.n,
+                                                                               xs[t].data<std::int8_t>(),
+                                                                               w.data<std::int8_t>(),
+                                                                               QFactors{s.m, s.n, 1, nullptr, nullptr, 0},
+                                                                               ys[t].data<std::int8_t>());
                                                                  });
                                             }},
                                            reps)[0];
@@ -334,13 +336,29 @@ nlohmann::json lm_suite(bool quick, int reps) {
     records.push_back({{"suite", "lm"}, {"model", "int8_gemm"}, {"dtype", "int8"}, {"m", s.m}, {"n", s.n},
                        {"rows_per_thread", rows}, {"gmacs", g}, {"peak_fraction", g / peak},
                        {"machine", machine_json()}});
-    macs_per_token += static_cast<double>(s.count * s.m * s.n);
+    out.macs_per_token += static_cast<double>(s.count * s.m * s.n);
     seconds_per_token += static_cast<double>(s.count * s.m * s.n) / (g * 1e9);
   }
-  const double gemm_rate = macs_per_token / seconds_per_token / 1e9;  // the shape mix at GEMM speed
-  std::printf("int8 GEMM at the model's shape mix: %.1f G MAC/s (%.2f M multiply-adds per member-token)\n", gemm_rate,
-              macs_per_token / 1e6);
+  out.mix_gmacs = out.macs_per_token / seconds_per_token / 1e9;
+  std::printf("int8 GEMM at the model's shape mix, %lld rows per thread: %.1f G MAC/s (%.2f M multiply-adds per "
+              "member-token)\n",
+              static_cast<long long>(rows), out.mix_gmacs, out.macs_per_token / 1e6);
+  return out;
+}
+
+// The EGG language model (int8, population step = forward of every member over T tokens + the
+// discrete update) against plain int8 GEMMs at its matrix shapes, with as many rows per thread
+// as the members each thread holds (the step's rate over that GEMM rate is the ratio), and at
+// 2048 rows per thread for reference.
+nlohmann::json lm_suite(bool quick, int reps) {
+  nlohmann::json records = nlohmann::json::array();
+  auto backend = make_backend(BackendKind::cpu);
+  const std::int64_t d = 256, layers = 6, threads = omp_get_max_threads();
+  const double peak = peak_gmacs("int8");
+  const LmGemm at_2048 = lm_gemm(*backend, 2048, reps, peak, records);
   for (std::int64_t population : quick ? std::vector<std::int64_t>{1024} : std::vector<std::int64_t>{1024, 4096}) {
+    const std::int64_t rows = std::max<std::int64_t>(1, population / threads);
+    const LmGemm gemm = rows == 2048 ? at_2048 : lm_gemm(*backend, rows, reps, peak, records);
     std::ostringstream cfg;
     cfg << "[run]\nepochs = 1000\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = "
         << population << "\nrank = 1\n[model]\nkind = \"egg\"\nwidth = " << d << "\nlayers = " << layers
@@ -353,16 +371,18 @@ nlohmann::json lm_suite(bool quick, int reps) {
     seconds.erase(seconds.begin());  // warm-up
     const double s = median(seconds);
     const double mtps = static_cast<double>(population * 100) / s;
-    const double g = mtps * macs_per_token / 1e9;
+    const double g = mtps * gemm.macs_per_token / 1e9;
     std::printf("EGG LM d=%lld x %lld layers, population %lld: %.0f member-tokens/s, %.1f G MAC/s = %.2f of the GEMM "
-                "rate, %.1f%% of peak\n",
+                "rate at %lld rows per thread (%.2f of it at 2048), %.1f%% of peak\n",
                 static_cast<long long>(d), static_cast<long long>(layers), static_cast<long long>(population), mtps, g,
-                g / gemm_rate, 100.0 * g / peak);
+                g / gemm.mix_gmacs, static_cast<long long>(rows), g / at_2048.mix_gmacs, 100.0 * g / peak);
     std::fflush(stdout);
     records.push_back({{"suite", "lm"}, {"model", "egg"}, {"dtype", "int8"}, {"population", population}, {"rank", 1},
                        {"rows_per_member", 100}, {"noise", "generator"}, {"member_tokens_per_s", mtps},
-                       {"gmacs", g}, {"gemm_gmacs", gemm_rate}, {"ratio", g / gemm_rate}, {"peak_fraction", g / peak},
-                       {"epoch_s", s}, {"machine", machine_json()}});
+                       {"gmacs", g}, {"gemm_rows_per_thread", rows}, {"gemm_gmacs", gemm.mix_gmacs},
+                       {"ratio", g / gemm.mix_gmacs}, {"gemm_gmacs_2048", at_2048.mix_gmacs},
+                       {"ratio_2048", g / at_2048.mix_gmacs}, {"peak_fraction", g / peak}, {"epoch_s", s},
+                       {"machine", machine_json()}});
   }
   return records;
 }

@@ -81,7 +81,7 @@ void EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor&
     if (tokens[row] == 0) std::fill_n(h.data<std::int8_t>() + row * d, d, std::int8_t{0});
   Tensor hf = qlinear(ctx, params_.at(b + "gru.U_f"), h);
   Tensor f = qlinear_add(ctx, params_.at(b + "gru.W_f"), a, &hf, &params_.at(b + "gru.b_f"));
-  Tensor g(DType::i8, h.shape());
+  Tensor g = Tensor::uninitialized(DType::i8, h.shape());  // qgru_gate writes every value
   ctx.backend.qgru_gate(h.numel(), f.data<std::int8_t>(), h.data<std::int8_t>(), g.data<std::int8_t>());
   Tensor hg = qlinear(ctx, params_.at(b + "gru.U_h"), g);
   Tensor hh = qlinear_add(ctx, params_.at(b + "gru.W_h"), a, &hg, &params_.at(b + "gru.b_h"));
