@@ -116,6 +116,8 @@ struct UpdateArgs {
 // y rows [i0, i1) of a qmm = clip(y + its addend): the fused qadd, which every level runs on
 // rows it has just stored (nothing when the addend is empty).
 void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1);
+// y = clip(a + b + v) over d values (qadd's row at the scalar level; y may be a); b, v may be null.
+void add_row_scalar(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y);
 
 // One row of ql1_norm and of qadd (backend.hpp) at the AVX-512 level (the scalar loops in
 // cpu_int8.cpp are the other levels); b and v may be null.

@@ -91,6 +91,13 @@ void qmm_scalar(const QmmArgs& g) {
   }
 }
 
+void add_row_scalar(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y) {
+  for (std::int64_t k = 0; k < d; ++k) {
+    const std::int32_t s = a[k] + (b != nullptr ? b[k] : 0) + (v != nullptr ? v[k] : 0);
+    y[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
+  }
+}
+
 void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
   if (g.add.empty()) return;
   const bool avx512 = current_level() == SimdChoice::avx512;
@@ -104,10 +111,7 @@ void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
       continue;
     }
 #endif
-    for (std::int64_t a = 0; a < g.m; ++a) {
-      const std::int32_t s = yi[a] + (ri != nullptr ? ri[a] : 0) + (vi != nullptr ? vi[a] : 0);
-      yi[a] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
-    }
+    add_row_scalar(g.m, yi, ri, vi, yi);
   }
 }
 
@@ -176,10 +180,10 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
   }
 }
 
-// floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 // How many rows ahead the row-wise elementwise ops prefetch their inputs.
 constexpr std::int64_t kAhead = 8;
 
+// floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
   const bool avx512 = current_level() == SimdChoice::avx512;
@@ -225,10 +229,7 @@ void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const s
       continue;
     }
 #endif
-    for (std::int64_t k = 0; k < d; ++k) {
-      const std::int32_t s = ai[k] + (bi != nullptr ? bi[k] : 0) + (vi != nullptr ? vi[k] : 0);
-      yi[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
-    }
+    detail::add_row_scalar(d, ai, bi, vi, yi);
   }
 }
 
