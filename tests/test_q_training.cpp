@@ -11,6 +11,7 @@
 #include "eggroll/backend/backend.hpp"
 #include "eggroll/es/strategy.hpp"
 #include "eggroll/model/egg.hpp"
+#include "eggroll/model/qlayers.hpp"
 #include "eggroll/quant/qmath.hpp"
 #include "eggroll/train/trainer.hpp"
 #include "support/test_support.hpp"
@@ -99,6 +100,26 @@ TEST(QEggroll, PerturbedMatmulMatchesTheFormula) {
       }
     }
   }
+}
+
+TEST(QEggroll, LinearWithAddendIsLinearThenAddAndRefusesBadShapes) {
+  auto backend = make_backend(BackendKind::cpu);
+  const std::int64_t m = 9, n = 33, population = 6;
+  ParamStore store;
+  store.add("w", ParamKind::matrix, random_int8({m, n}, 5));
+  store.add("b", ParamKind::vector, random_int8({m}, 6));
+  const Param& w = store.at("w");  // after both adds: an add may move the store's params
+  const Param& bias = store.at("b");
+  Strategy s(store, q_es(population, 2), OptimConfig{}, 9, 10, *backend);
+  auto view = s.ask();
+  ForwardContext ctx{*backend, view.get(), 1};
+  const Tensor x = random_int8({population, n}, 7), r = random_int8({population, m}, 8);
+  const Tensor fused = qlinear_add(ctx, w, x, &r, &bias);
+  const Tensor apart = qadd(ctx, qlinear(ctx, w, x), &r, &bias);
+  EXPECT_EQ(0, std::memcmp(fused.data<std::int8_t>(), apart.data<std::int8_t>(), static_cast<std::size_t>(population * m)));
+  const Tensor wrong = random_int8({population, m + 1}, 9);
+  EXPECT_THAT([&] { qlinear_add(ctx, w, x, &wrong, nullptr); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the added tensor has i8 (6, 10), expected i8 (6, 9)")));
 }
 
 // Under random fitness about alpha_t of the weights move; the threshold grows with sqrt(pairs).

@@ -43,7 +43,8 @@ Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const T
   QAddend add;
   if (b) {
     check(b->dtype() == DType::i8 && b->shape() == y.shape(), "qlinear '", w.name, "': the added tensor has ",
-          dtype_name(b->dtype()), " ", shape_string(b->shape()), ", expected int8 ", shape_string(y.shape()));
+          dtype_name(b->dtype()), " ", shape_string(b->shape()), ", expected ", dtype_name(DType::i8), " ",
+          shape_string(y.shape()));
     add.rows = b->data<std::int8_t>();
   }
   if (bias) {
