@@ -1,6 +1,7 @@
 // The int8 ops (ALGORITHM.md section 2): hand-computed cases pin every rounding of the reference,
 // then the cpu backend at every SIMD level this machine runs must equal the reference bit for bit
 // on random inputs (extremes included), for any thread count and any batch split.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -265,6 +266,16 @@ TEST(Int8Random, Qmm) {
       }
 }
 
+TEST(Int8Hand, QmmRefusesPackedWeightsOfAnotherShape) {
+  auto cpu = make_backend(BackendKind::cpu);
+  const I8 w(16 * 32, 1), x(32, 1);
+  Out<std::int8_t> y(16);
+  const auto packed = cpu->qpack(16, 32, w.data());
+  if (!packed) GTEST_SKIP() << "no packed layout at this machine's level";
+  EXPECT_THAT([&] { cpu->qmm({1, 1}, 8, 32, x.data(), w.data(), QFactors{}, y.ptr(), QAddend{}, packed.get()); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("packed weights are for (16, 32), expected (8, 32)")));
+}
+
 TEST(Int8Random, QmmWithAddendIsQmmThenQadd) {
   // The fused residual / bias add: every level against the reference, and the reference against
   // its own qmm followed by qadd, with rows only, a vector only (shared or per member) and both.
@@ -284,12 +295,17 @@ TEST(Int8Random, QmmWithAddendIsQmmThenQadd) {
           Out<std::int8_t> plain(rows * m), want(rows * m), fused(rows * m);
           ref->qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, plain.ptr());
           ref->qadd({bt.members, bt.rpm}, m, plain.ptr(), add.rows, add.vec, stride, want.ptr());
-          ref->qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, fused.ptr(), add);
+          ref->qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, fused.ptr(), add, nullptr);
           ASSERT_EQ(want.data, fused.data) << "reference n=" << n << " m=" << m << " kind " << kind;
-          expect_all_levels_equal<std::int8_t>("qmm + addend n=" + std::to_string(n) + " m=" + std::to_string(m),
-                                               rows * m, [&](Backend& be, std::int8_t* y) {
-                                                 be.qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, y, add);
-                                               });
+          // every level, with W packed by the backend beforehand (qpack; the AVX-512 level has it)
+          // and without
+          for (bool prepack : {false, true})
+            expect_all_levels_equal<std::int8_t>(
+                "qmm + addend n=" + std::to_string(n) + " m=" + std::to_string(m) + (prepack ? " prepacked" : ""),
+                rows * m, [&](Backend& be, std::int8_t* y) {
+                  const auto packed = prepack ? be.qpack(m, n, w.data()) : nullptr;
+                  be.qmm({bt.members, bt.rpm}, m, n, x.data(), w.data(), f.f, y, add, packed.get());
+                });
         }
       }
 }

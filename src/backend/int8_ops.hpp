@@ -2,6 +2,7 @@
 // namespace per backend; the Backend classes forward to them. Semantics: backend.hpp.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ namespace eggroll::reference_int8 {
 
 namespace eggroll::cpu_int8 {
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y, const QAddend& add);
+           const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed);
+  std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w);
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                   const std::int8_t* w, const QFactors& f, std::int8_t* y);
   void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
@@ -74,6 +76,8 @@ namespace detail {
 // changes results.
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 18;
 
+struct PackedW;
+
 // One qmm call as the level kernels receive it (shapes as in backend.hpp).
 struct QmmArgs {
   MemberRows batch;
@@ -84,7 +88,17 @@ struct QmmArgs {
   std::int8_t* y = nullptr;        // (rows, m)
   FloorClip div{1};
   QAddend add;
+  const PackedW* packed = nullptr;  // W packed for the AVX-512 level, or null
 };
+
+// W packed for the AVX-512 VNNI qmm: (m_blocks, n_groups, 16, 4) bytes W[16 b + l][4 g + q] and
+// the +128 offset's correction -128 sum_k W[a][k] (cpu_int8_avx512.cpp).
+struct PackedW final : QPacked {
+  std::int64_t m = 0, n = 0;
+  std::vector<std::int8_t> wp;
+  std::vector<std::int32_t> bias;
+};
+std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w);
 
 // Member j's factors: B (n, r), A (m, r) and its sign, or sign 0 when unperturbed.
 struct MemberFactors {

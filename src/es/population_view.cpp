@@ -95,6 +95,13 @@ std::int64_t PopulationView::cached_bytes() const {
   return n;
 }
 
+const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto it = qpacked_.find(w.id);
+  if (it == qpacked_.end()) it = qpacked_.emplace(w.id, backend.qpack(w.rows(), w.cols(), w.value.data<std::int8_t>())).first;
+  return it->second.get();
+}
+
 void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn) {
   const std::int64_t members = ctx.members();
   const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), members));

@@ -23,7 +23,8 @@ class QEggroll final : public Noiser {
     std::vector<std::int8_t> signs = member_signs(ctx, w);
     if (w.perturbed()) blocks = qmember_blocks(ctx, w);
     ctx.backend.qmm(ctx.batch(), w.rows(), w.cols(), x, w.value.data<std::int8_t>(),
-                    {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y, add);
+                    {w.rows(), w.cols(), rank_, blocks.data(), signs.data(), qshift(w)}, y, add,
+                    ctx.view->qpacked(w, ctx.backend));
   }
 
   Tensor qvectors(PopulationView& view, const Param& v) const override {

@@ -50,6 +50,13 @@ struct QAddend {
   bool empty() const { return rows == nullptr && vec == nullptr; }
 };
 
+// A weight matrix in a backend's own layout for its qmm (Backend::qpack), for callers that run
+// many qmm calls on unchanged weights: a population view keeps one per matrix for its epoch.
+class QPacked {
+ public:
+  virtual ~QPacked() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,11 +105,20 @@ class Backend {
   // The scaled integer matmul MM of 2.1 with the perturbation of 2.3 (f.blocks may be null):
   // y (rows, m) = clip(floor(acc / D_n)), acc = x W^T (+ perturbation), D_n = 16 isqrt(n).
   // With an addend, y = clip(that + addend), as qadd(y, addend.rows, addend.vec) would give.
+  // packed (may be null) is this backend's qpack(m, n, w) of the same, unchanged w: qmm then
+  // skips packing W; the result is the same.
   virtual void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x,
-                   const std::int8_t* w, const QFactors& f, std::int8_t* y, const QAddend& add) = 0;
+                   const std::int8_t* w, const QFactors& f, std::int8_t* y, const QAddend& add,
+                   const QPacked* packed) = 0;
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
            const QFactors& f, std::int8_t* y) {
-    qmm(batch, m, n, x, w, f, y, QAddend{});
+    qmm(batch, m, n, x, w, f, y, QAddend{}, nullptr);
+  }
+  // W (m, n) in the layout this backend's qmm reads at its current SIMD level, or null when the
+  // backend or level has none (qmm then packs W itself). The caller must not change w while it
+  // passes the result to qmm.
+  virtual std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
+    return nullptr;
   }
   // Embedding rows: y[row] = clip(W[t] + sign_j floor((A_j[t] B_j^T) / 2^shift)), t = tokens[row].
   virtual void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,

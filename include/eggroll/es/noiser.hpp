@@ -54,6 +54,10 @@ class PopulationView {
   void int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
                    const std::int8_t** out);
   std::int64_t cached_bytes() const;
+  // Matrix w in backend's qmm layout (Backend::qpack), packed on first use and kept for the
+  // view's lifetime (parameters do not change within an epoch); null when the backend has none.
+  // Safe to call from several threads.
+  const QPacked* qpacked(const Param& w, Backend& backend);
   // The members' perturbed copies of a vector parameter, made by make() on first use and kept for
   // the view's lifetime (parameters do not change within an epoch).
   // Safe to call from several threads (as are normals, bits and int8s).
@@ -106,6 +110,7 @@ class PopulationView {
   std::map<Key, Values<std::uint32_t>> bits_;
   std::map<Key, Values<std::int8_t>> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
+  std::map<std::uint64_t, std::shared_ptr<const QPacked>> qpacked_;
   mutable std::recursive_mutex mutex_;
 };
 

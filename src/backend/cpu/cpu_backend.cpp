@@ -184,8 +184,11 @@ class CpuBackend final : public Backend {
 
   using Backend::qmm;
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y, const QAddend& add) override {
-    cpu_int8::qmm(batch, m, n, x, w, f, y, add);
+           const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed) override {
+    cpu_int8::qmm(batch, m, n, x, w, f, y, add, packed);
+  }
+  std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) override {
+    return cpu_int8::qpack(m, n, w);
   }
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                   const std::int8_t* w, const QFactors& f, std::int8_t* y) override {

@@ -127,15 +127,26 @@ void update_dispatch(const UpdateArgs& args) {
 
 }  // namespace detail
 
+std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
+#if defined(__x86_64__)
+  if (current_level() == SimdChoice::avx512 && m > 0 && n > 0) return detail::pack_avx512_vnni(m, n, w);
+#endif
+  return nullptr;
+}
+
 void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-         const QFactors& f, std::int8_t* y, const QAddend& add) {
+         const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed) {
   check(n <= 133143, "qmm: input width n = ", n, ", expected <= 133,143 (int32 accumulation, ALGORITHM.md 2.1)");
   if (f.blocks != nullptr)
     check(f.m == m && f.n == n && f.rank >= 1 && f.shift >= 0 && f.shift < 63, "qmm: factors are for (", f.m, ", ",
           f.n, ") at rank ", f.rank, " shift ", f.shift, ", expected (", m, ", ", n, ") at rank >= 1, shift 0 .. 62");
   if (batch.rows() == 0 || m == 0) return;
+  // packed weights of another backend or level are not this kernel's layout: pack W again then
+  const auto* pw = dynamic_cast<const detail::PackedW*>(packed);
+  if (pw != nullptr)
+    check(pw->m == m && pw->n == n, "qmm: packed weights are for (", pw->m, ", ", pw->n, "), expected (", m, ", ", n, ")");
   QFactors none;
-  const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n)), add};
+  const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n)), add, pw};
   switch (current_level()) {
 #if defined(__x86_64__)
     case SimdChoice::avx512: return detail::qmm_avx512_vnni(args);

@@ -46,7 +46,7 @@ struct Packed {
   std::int64_t x_stride = 0;    // row stride of xu: n rounded up to 64
   std::int64_t m_blocks = 0;    // outputs in blocks of 16: ceil(m / 16)
   std::vector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
-  std::vector<std::int8_t>& wp;     // (m_blocks, n_groups, 16, 4): W[16 b + l][4 g + q], zero padded
+  std::vector<std::int8_t>& wp;     // W as PackedW::wp (int8_ops.hpp), zero padded, unless given one
   std::vector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
@@ -65,11 +65,12 @@ void ensure_size(std::vector<T>& v, std::int64_t n) {
 // W (m, n) -> one packed block of 16 outputs and its +128 offset correction. Whole k-groups are
 // loaded 16 at a time and transposed (lane l of group g = W[16 blk + l][4 g .. 4 g + 3]); a partial
 // last group is copied bytewise.
-void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
-  const std::int64_t a0 = blk * 16, valid = std::min<std::int64_t>(16, g.m - a0), full_groups = g.n / 4;
-  const std::int8_t* base = g.w + a0 * g.n;
+void pack_w_block(std::int64_t m, std::int64_t n, const std::int8_t* w, std::int64_t n_groups, std::int8_t* wp,
+                  std::int32_t* bias, std::int64_t blk) {
+  const std::int64_t a0 = blk * 16, valid = std::min<std::int64_t>(16, m - a0), full_groups = n / 4;
+  const std::int8_t* base = w + a0 * n;
   const __m512i ones = _mm512_set1_epi8(1);
-  std::int8_t* out = p.wp.data() + blk * p.n_groups * 64;
+  std::int8_t* out = wp + blk * n_groups * 64;
   __m512i colsum = _mm512_setzero_si512();
   // 16 groups at a time: 64 bytes of each of the 16 rows, transposed as 16 x 16 dwords, so that
   // vector g holds group g of every row (row l in dword lane l).
@@ -77,10 +78,10 @@ void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
     const std::int64_t count = std::min<std::int64_t>(16, full_groups - grp);
     const __mmask16 dwords = static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1u);
     __m512 block[16];
-    if (a0 + 32 <= g.m)  // the same bytes of the next block's rows: W comes from memory, not cache
-      for (std::int64_t l = 0; l < 16; ++l) _mm_prefetch(reinterpret_cast<const char*>(base + (16 + l) * g.n + 4 * grp), _MM_HINT_T0);
+    if (a0 + 32 <= m)  // the same bytes of the next block's rows: W comes from memory, not cache
+      for (std::int64_t l = 0; l < 16; ++l) _mm_prefetch(reinterpret_cast<const char*>(base + (16 + l) * n + 4 * grp), _MM_HINT_T0);
     for (std::int64_t l = 0; l < 16; ++l)
-      block[l] = l < valid ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(dwords, base + l * g.n + 4 * grp))
+      block[l] = l < valid ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(dwords, base + l * n + 4 * grp))
                            : _mm512_setzero_ps();
     avx512::transpose16(block);
     for (std::int64_t q = 0; q < count; ++q) {
@@ -89,14 +90,14 @@ void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
       colsum = _mm512_dpbusd_epi32(colsum, ones, v);
     }
   }
-  if (full_groups < p.n_groups) {  // the last k-group holds n % 4 columns
+  if (full_groups < n_groups) {  // the last k-group holds n % 4 columns
     std::int8_t* tail = out + full_groups * 64;
     std::memset(tail, 0, 64);
     for (std::int64_t l = 0; l < valid; ++l)
-      for (std::int64_t k = 4 * full_groups; k < g.n; ++k) tail[l * 4 + k % 4] = base[l * g.n + k];
+      for (std::int64_t k = 4 * full_groups; k < n; ++k) tail[l * 4 + k % 4] = base[l * n + k];
     colsum = _mm512_dpbusd_epi32(colsum, ones, _mm512_loadu_si512(tail));
   }
-  _mm512_storeu_si512(p.bias.data() + a0, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(colsum, 7)));
+  _mm512_storeu_si512(bias + a0, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(colsum, 7)));
 }
 
 // xu row (x_stride) = x row (n) + 128 as u8, zero past n.
@@ -542,13 +543,21 @@ void qmm_avx512_vnni(const QmmArgs& g) {
   Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, thread_scratch<std::uint8_t>(0),
            thread_scratch<std::int8_t>(0), thread_scratch<std::int32_t>(0)};
   ensure_size(p.xu, rows * p.x_stride);
-  ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
-  ensure_size(p.bias, p.m_blocks * 16);
+  const bool prepacked = g.packed != nullptr;  // W packed once by qpack for many calls
+  if (!prepacked) {
+    ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
+    ensure_size(p.bias, p.m_blocks * 16);
+  }
+  const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
+  const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
 #pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
   {
+    if (!prepacked) {
 #pragma omp for schedule(static)
-    for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
+      for (std::int64_t blk = 0; blk < p.m_blocks; ++blk)
+        pack_w_block(g.m, g.n, g.w, p.n_groups, p.wp.data(), p.bias.data(), blk);
+    }
 #pragma omp for schedule(static)
     for (std::int64_t i = 0; i < rows; ++i) {
       if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
@@ -574,8 +583,8 @@ void qmm_avx512_vnni(const QmmArgs& g) {
         for (std::int64_t i = i0; i < i1; i += kRowTile) {
           ahead.pump(per_tile);
           const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-          tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, p.wp.data() + b0 * p.n_groups * 64,
-                           p.n_groups * 64, p.n_groups, p.bias.data() + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
+          tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+                           p.n_groups * 64, p.n_groups, bias + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
                            m64);
         }
       }
@@ -584,6 +593,17 @@ void qmm_avx512_vnni(const QmmArgs& g) {
       add_addend(g, i0, i1);
     }
   }
+}
+
+std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w) {
+  auto out = std::make_shared<PackedW>();
+  const std::int64_t n_groups = (n + 3) / 4, m_blocks = (m + 15) / 16;
+  out->m = m;
+  out->n = n;
+  out->wp.resize(static_cast<std::size_t>(m_blocks * n_groups * 64));
+  out->bias.resize(static_cast<std::size_t>(m_blocks * 16));
+  for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.data(), out->bias.data(), blk);
+  return out;
 }
 
 void update_avx512_vnni(const UpdateArgs& g) {
