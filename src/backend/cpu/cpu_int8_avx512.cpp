@@ -202,6 +202,85 @@ class ByteWriter {
   int shift_ = -1;
 };
 
+// A row of a block whose epilogue runs in the tile's registers: its member's A (rank 1) and
+// x . B, or a null A when the row is unperturbed.
+struct FusedRow {
+  const std::int8_t* a = nullptr;
+  std::int32_t xb = 0;
+  int sign = 0;
+};
+
+// tile_kernel's accumulation, then each row's rank-1 correction (acc + s floor(xb A[a] / 2^S),
+// exact in int32 when |xb| < 2^23, as row_rank1_int32) and its bytes stored straight from the
+// registers: the accumulators never go to memory. The tile's columns start at output a0; y points
+// at its first row and column.
+template <int RT, int CT>
+void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
+                       std::int64_t n_groups, const std::int32_t* bias, const FusedRow* rows, const ByteWriter& writer,
+                       int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
+  __m512i c[RT * CT];
+#pragma GCC unroll 32
+  for (int e = 0; e < RT * CT; ++e) c[e] = _mm512_loadu_si512(bias + (e % CT) * 16);
+  for (std::int64_t grp = 0; grp < n_groups; ++grp) {
+    const std::int8_t* wg = wp + grp * 64;
+    const __m512i w0 = _mm512_loadu_si512(wg);
+    const __m512i w1 = CT > 1 ? _mm512_loadu_si512(wg + panel) : w0;
+    const __m512i w2 = CT > 2 ? _mm512_loadu_si512(wg + 2 * panel) : w0;
+    const __m512i w3 = CT > 3 ? _mm512_loadu_si512(wg + 3 * panel) : w0;
+#pragma GCC unroll 8
+    for (int i = 0; i < RT; ++i) {
+      const __m512i xv = _mm512_set1_epi32(load_u32(xu + i * x_stride + grp * 4));
+      c[i * CT] = _mm512_dpbusd_epi32(c[i * CT], xv, w0);
+      if constexpr (CT > 1) c[i * CT + 1] = _mm512_dpbusd_epi32(c[i * CT + 1], xv, w1);
+      if constexpr (CT > 2) c[i * CT + 2] = _mm512_dpbusd_epi32(c[i * CT + 2], xv, w2);
+      if constexpr (CT > 3) c[i * CT + 3] = _mm512_dpbusd_epi32(c[i * CT + 3], xv, w3);
+    }
+  }
+  const __m128i count = _mm_cvtsi32_si128(shift);
+  const __mmask64 mask = byte_mask(cols);
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i) {
+    __m512i t[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) t[v] = v < CT ? c[i * CT + (v < CT ? v : 0)] : _mm512_setzero_si512();
+    if (rows[i].sign != 0) {
+      const __m512i xbv = _mm512_set1_epi32(rows[i].xb);
+#pragma GCC unroll 4
+      for (int v = 0; v < CT; ++v) {
+        const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(cols - 16 * v)), rows[i].a + a0 + 16 * v);
+        const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
+        t[v] = rows[i].sign > 0 ? _mm512_add_epi32(t[v], corr) : _mm512_sub_epi32(t[v], corr);
+      }
+    }
+    writer.store64(t, y + i * y_stride, mask);
+  }
+}
+
+using FusedTileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
+                             const std::int32_t*, const FusedRow*, const ByteWriter&, int, std::int64_t, std::int8_t*,
+                             std::int64_t, std::int64_t);
+
+template <int RT>
+FusedTileFn fused_tile_for_cols(int ct) {
+  switch (ct) {
+    case 1: return tile_kernel_fused<RT, 1>;
+    case 2: return tile_kernel_fused<RT, 2>;
+    case 3: return tile_kernel_fused<RT, 3>;
+    default: return tile_kernel_fused<RT, 4>;
+  }
+}
+
+FusedTileFn fused_tile_for(int rt, int ct) {
+  switch (rt) {
+    case 1: return fused_tile_for_cols<1>(ct);
+    case 2: return fused_tile_for_cols<2>(ct);
+    case 3: return fused_tile_for_cols<3>(ct);
+    case 4: return fused_tile_for_cols<4>(ct);
+    case 5: return fused_tile_for_cols<5>(ct);
+    default: return fused_tile_for_cols<6>(ct);
+  }
+}
+
 // xb[c] = x . B[:, c] for rank 1: B is one contiguous column, so 64 k per step; xu is x + 128.
 void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
   __m512i dot = _mm512_setzero_si512(), col = _mm512_setzero_si512();
@@ -288,6 +367,25 @@ class RowEpilogue {
             a_lanes_[cg] |= __mmask64{1} << (4 * l + q);
           }
   }
+
+  // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
+  // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
+  bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
+    const std::int64_t r = g_.f->rank;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      FusedRow& fr = rows[i - i0];
+      fr = FusedRow{};
+      if (mf.sign == 0) continue;
+      if (r != 1 || g_.n > 65536) return false;
+      xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, &fr.xb);
+      if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
+      fr.a = mf.a;
+      fr.sign = mf.sign;
+    }
+    return true;
+  }
+  const ByteWriter& writer() const { return writer_; }
 
   void row(std::int64_t i, const std::int32_t* acc, const std::uint8_t* xu, std::int64_t x_stride) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
@@ -570,6 +668,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     RowEpilogue epi(g, m64);
     std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
+    FusedRow fused[kRowBlock];
     LineQueue ahead;
     ahead.fill(g, begin, std::min(end, begin + kRowBlock));
     ahead.pump(-1);
@@ -578,6 +677,21 @@ void qmm_avx512_vnni(const QmmArgs& g) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       ahead.fill(g, i1, std::min(end, i1 + kRowBlock));
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
+      if (epi.fused_rows(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused)) {
+        for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
+          const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
+          for (std::int64_t i = i0; i < i1; i += kRowTile) {
+            ahead.pump(per_tile);
+            const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
+            fused_tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64, p.n_groups * 64,
+                                   p.n_groups, bias + b0 * 16, fused + (i - i0), epi.writer(), g.f->shift, b0 * 16,
+                                   g.y + i * g.m + b0 * 16, g.m, g.m - b0 * 16);
+          }
+        }
+        ahead.pump(-1);
+        add_addend(g, i0, i1);
+        continue;
+      }
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
         for (std::int64_t i = i0; i < i1; i += kRowTile) {
