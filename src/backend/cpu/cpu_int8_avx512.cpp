@@ -143,26 +143,34 @@ void tile_kernel(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_
 using TileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
                         const std::int32_t*, std::int32_t*, std::int64_t);
 
-template <int RT>
-TileFn tile_for_cols(int ct) {
+// kernel_for<K>(rt, ct) = K::fn<rt, ct>() for 1 <= rt <= kRowTile, 1 <= ct <= kColBlocks: the
+// tile kernels are instantiated per shape and picked at run time for the edge tiles.
+template <typename K, int RT>
+auto kernel_for_cols(int ct) {
   switch (ct) {
-    case 1: return tile_kernel<RT, 1>;
-    case 2: return tile_kernel<RT, 2>;
-    case 3: return tile_kernel<RT, 3>;
-    default: return tile_kernel<RT, 4>;
+    case 1: return K::template fn<RT, 1>();
+    case 2: return K::template fn<RT, 2>();
+    case 3: return K::template fn<RT, 3>();
+    default: return K::template fn<RT, 4>();
   }
 }
 
-TileFn tile_for(int rt, int ct) {
+template <typename K>
+auto kernel_for(int rt, int ct) {
   switch (rt) {
-    case 1: return tile_for_cols<1>(ct);
-    case 2: return tile_for_cols<2>(ct);
-    case 3: return tile_for_cols<3>(ct);
-    case 4: return tile_for_cols<4>(ct);
-    case 5: return tile_for_cols<5>(ct);
-    default: return tile_for_cols<6>(ct);
+    case 1: return kernel_for_cols<K, 1>(ct);
+    case 2: return kernel_for_cols<K, 2>(ct);
+    case 3: return kernel_for_cols<K, 3>(ct);
+    case 4: return kernel_for_cols<K, 4>(ct);
+    case 5: return kernel_for_cols<K, 5>(ct);
+    default: return kernel_for_cols<K, 6>(ct);
   }
 }
+
+struct PlainTile {
+  template <int RT, int CT>
+  static TileFn fn() { return tile_kernel<RT, CT>; }
+};
 
 // Output bytes clip(floor(t / D_n)) from int32 t, 64 at a time. t beyond int32 is first saturated
 // to int32 by the caller (|D_n| 128 < 2^31, so that cannot change a clipped result). A power-of-two
@@ -260,26 +268,10 @@ using FusedTileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_
                              const std::int32_t*, const FusedRow*, const ByteWriter&, int, std::int64_t, std::int8_t*,
                              std::int64_t, std::int64_t);
 
-template <int RT>
-FusedTileFn fused_tile_for_cols(int ct) {
-  switch (ct) {
-    case 1: return tile_kernel_fused<RT, 1>;
-    case 2: return tile_kernel_fused<RT, 2>;
-    case 3: return tile_kernel_fused<RT, 3>;
-    default: return tile_kernel_fused<RT, 4>;
-  }
-}
-
-FusedTileFn fused_tile_for(int rt, int ct) {
-  switch (rt) {
-    case 1: return fused_tile_for_cols<1>(ct);
-    case 2: return fused_tile_for_cols<2>(ct);
-    case 3: return fused_tile_for_cols<3>(ct);
-    case 4: return fused_tile_for_cols<4>(ct);
-    case 5: return fused_tile_for_cols<5>(ct);
-    default: return fused_tile_for_cols<6>(ct);
-  }
-}
+struct FusedTile {
+  template <int RT, int CT>
+  static FusedTileFn fn() { return tile_kernel_fused<RT, CT>; }
+};
 
 // xb[c] = x . B[:, c] for rank 1: B is one contiguous column, so 64 k per step; xu is x + 128.
 void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
@@ -683,7 +675,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
           for (std::int64_t i = i0; i < i1; i += kRowTile) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-            fused_tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64, p.n_groups * 64,
+            kernel_for<FusedTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64, p.n_groups * 64,
                                    p.n_groups, bias + b0 * 16, fused + (i - i0), epi.writer(), g.f->shift, b0 * 16,
                                    g.y + i * g.m + b0 * 16, g.m, g.m - b0 * 16);
           }
@@ -697,7 +689,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
         for (std::int64_t i = i0; i < i1; i += kRowTile) {
           ahead.pump(per_tile);
           const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-          tile_for(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+          kernel_for<PlainTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
                            p.n_groups * 64, p.n_groups, bias + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
                            m64);
         }
