@@ -109,13 +109,13 @@ void convert_x_row(const std::int8_t* x, std::int64_t n, std::int64_t x_stride, 
   }
 }
 
-// acc (RT, 16 CT) = bias + xu rows . packed W panel^T over all n_groups k-groups, in registers
+// c (RT, 16 CT) = bias + xu rows . packed W panel^T over all n_groups k-groups, in registers
 // (fully unrolled loops over a flat accumulator array starting from the bias: the form GCC 12
 // keeps in registers; adding the bias at the store made it spill every accumulator per step).
 template <int RT, int CT>
-void tile_kernel(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
-                 std::int64_t n_groups, const std::int32_t* bias, std::int32_t* acc, std::int64_t acc_stride) {
-  __m512i c[RT * CT];
+[[gnu::always_inline]] inline void accumulate(__m512i (&c)[RT * CT], const std::uint8_t* xu, std::int64_t x_stride,
+                                              const std::int8_t* wp, std::int64_t panel, std::int64_t n_groups,
+                                              const std::int32_t* bias) {
 #pragma GCC unroll 32
   for (int e = 0; e < RT * CT; ++e) c[e] = _mm512_loadu_si512(bias + (e % CT) * 16);
   for (std::int64_t grp = 0; grp < n_groups; ++grp) {
@@ -133,6 +133,14 @@ void tile_kernel(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_
       if constexpr (CT > 3) c[i * CT + 3] = _mm512_dpbusd_epi32(c[i * CT + 3], xv, w3);
     }
   }
+}
+
+// acc (RT, 16 CT) = the accumulation above, stored.
+template <int RT, int CT>
+void tile_kernel(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
+                 std::int64_t n_groups, const std::int32_t* bias, std::int32_t* acc, std::int64_t acc_stride) {
+  __m512i c[RT * CT];
+  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
@@ -227,23 +235,7 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
                        std::int64_t n_groups, const std::int32_t* bias, const FusedRow* rows, const ByteWriter& writer,
                        int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
   __m512i c[RT * CT];
-#pragma GCC unroll 32
-  for (int e = 0; e < RT * CT; ++e) c[e] = _mm512_loadu_si512(bias + (e % CT) * 16);
-  for (std::int64_t grp = 0; grp < n_groups; ++grp) {
-    const std::int8_t* wg = wp + grp * 64;
-    const __m512i w0 = _mm512_loadu_si512(wg);
-    const __m512i w1 = CT > 1 ? _mm512_loadu_si512(wg + panel) : w0;
-    const __m512i w2 = CT > 2 ? _mm512_loadu_si512(wg + 2 * panel) : w0;
-    const __m512i w3 = CT > 3 ? _mm512_loadu_si512(wg + 3 * panel) : w0;
-#pragma GCC unroll 8
-    for (int i = 0; i < RT; ++i) {
-      const __m512i xv = _mm512_set1_epi32(load_u32(xu + i * x_stride + grp * 4));
-      c[i * CT] = _mm512_dpbusd_epi32(c[i * CT], xv, w0);
-      if constexpr (CT > 1) c[i * CT + 1] = _mm512_dpbusd_epi32(c[i * CT + 1], xv, w1);
-      if constexpr (CT > 2) c[i * CT + 2] = _mm512_dpbusd_epi32(c[i * CT + 2], xv, w2);
-      if constexpr (CT > 3) c[i * CT + 3] = _mm512_dpbusd_epi32(c[i * CT + 3], xv, w3);
-    }
-  }
+  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
   const __m128i count = _mm_cvtsi32_si128(shift);
   const __mmask64 mask = byte_mask(cols);
 #pragma GCC unroll 8
