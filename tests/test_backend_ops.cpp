@@ -504,9 +504,12 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
   for (const std::string& level : simd_levels(*make_backend(kind)))
   // Tiles of one member, of two, of many, and with the unperturbed member 2; ranks in and out of
-  // the unrolled set; one row tile shared by threads (12 rows, 3 threads) and rows split.
+  // the unrolled set; one row tile shared by threads (12 rows, 3 threads) and rows split; a
+  // member whose rows straddle two blocks of rows (20 rows per member: rows 80-99 across the
+  // first block's end at 96) and two threads' shares.
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
-              S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2}})
+              S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
+              S{8, 20, 64, 80, 4}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

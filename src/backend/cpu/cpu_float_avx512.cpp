@@ -176,42 +176,58 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y) {
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
-  // both give the same bits). With rank > 1 and several rows per member, A_j^T (r, m), read
-  // contiguously by the store, and B_j^T (r, n) for the products, both made once per factor
-  // block here; with one row per member the store takes A_j's columns itself. The products
-  // x B_j need x, so the GEMM driver asks for them a block of rows at a time (prepare), while
-  // those rows are in cache.
+  // both give the same bits). The products x B_j need x, so the GEMM driver asks for them a block
+  // of rows at a time (prepare), while those rows are in cache. With rank > 1 and several rows
+  // per member, prepare also transposes each factor block met in its rows, once: B_j^T (r, n)
+  // for the products and A_j^T (r, m), read contiguously by the store, into the calling
+  // thread's scratch, where they stay in cache while the block's rows are computed. With one row
+  // per member the store takes A_j's columns from the factor block itself.
   const bool transposed = r > 1 && rows_per_member > 1;
   // Scratch every value of which is written before it is read (no clearing).
   const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));
   const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
-  const auto at = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * m) : 0);
-  const auto bt = std::make_unique_for_overwrite<float[]>(transposed ? static_cast<std::size_t>(members * r * n) : 0);
-  // lead[j]: the member whose transposes j reads: the first of j's run of members with the same
-  // factor block (an antithetic pair shares one), so a pair's factors are transposed once.
-  const auto lead = std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(members));
-  auto perturbed = [&](std::int64_t j) { return f.coef[j] != 0.0f && f.blocks[j] != nullptr; };
-  for (std::int64_t j = 0; j < members; ++j)
-    lead[j] = j > 0 && perturbed(j) && perturbed(j - 1) && f.blocks[j] == f.blocks[j - 1] ? lead[j - 1] : j;
-#pragma omp parallel for schedule(static) if (transposed && members * r * (m + n) >= (std::int64_t{1} << 16))
+  std::vector<std::vector<float>> at_scratch(transposed ? static_cast<std::size_t>(omp_get_max_threads()) : 0);
   for (std::int64_t j = 0; j < members; ++j) {
-    if (!transposed || !perturbed(j) || lead[j] != j) continue;
-    transpose_factor(f.blocks[j], n, r, bt.get() + j * r * n);
-    transpose_factor(f.blocks[j] + n * r, m, r, at.get() + j * r * m);
-  }
-  for (std::int64_t j = 0; j < members; ++j) {
-    const float* a = !perturbed(j) ? nullptr : transposed ? at.get() + lead[j] * r * m : f.blocks[j] + n * r;
+    const float* a = f.coef[j] != 0.0f && f.blocks[j] != nullptr ? f.blocks[j] + n * r : nullptr;
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
+  const std::int64_t block_floats = r * (n + m);
   const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
+    // The factor blocks of the next block of rows, into L2: the store reads A_j a panel at a time
+    // across the members of a block of rows, an order the hardware prefetcher cannot follow.
+    const float* fetched = nullptr;
+    for (std::int64_t i = last; i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
+      const float* block = row_a[i] == nullptr ? nullptr : f.blocks[i / rows_per_member];
+      if (block == nullptr || block == fetched) continue;
+      for (std::int64_t e = 0; e < block_floats; e += 16) _mm_prefetch(reinterpret_cast<const char*>(block + e), _MM_HINT_T1);
+      fetched = block;
+    }
+    std::vector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
+    float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch
+    std::vector<float>* at_next = nullptr;
+    std::size_t at_used = 0;
+    if (transposed) {  // room for the A^T of every member met in [first, last)
+      at_next = &at_scratch[static_cast<std::size_t>(omp_get_thread_num())];
+      at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
+    }
+    const float* block_of = nullptr;  // the factor block bt and at hold
     for (std::int64_t i = first; i < last; ++i) {
       if (row_a[i] == nullptr) continue;
       const std::int64_t j = i / rows_per_member;
       float* s = row_scale.get() + i * r;
-      if (transposed)
-        xb_transposed(x + i * n, bt.get() + lead[j] * r * n, n, r, s);
-      else
+      if (transposed) {
+        if (block_of != f.blocks[j]) {
+          block_of = f.blocks[j];
+          transpose_factor(block_of, n, r, bt.data());
+          at = at_next->data() + at_used;
+          at_used += static_cast<std::size_t>(r * m);
+          transpose_factor(block_of + n * r, m, r, at);
+        }
+        row_a[i] = at;
+        xb_transposed(x + i * n, bt.data(), n, r, s);
+      } else {
         xb_row(x + i * n, f.blocks[j], n, r, s);
+      }
       for (std::int64_t c = 0; c < r; ++c) s[c] *= f.coef[j];
     }
   };

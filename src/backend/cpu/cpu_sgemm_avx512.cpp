@@ -45,6 +45,8 @@ struct Zmm {
   }
   static void store_first(float* p, Reg v, int count) { _mm512_mask_storeu_ps(p, first_lanes(count), v); }
   static void transpose(Reg r[16]) { avx512::transpose16(r); }
+  template <int R>
+  static void columns(const float* p, Reg (&out)[R]) { avx512::columns<R>(p, kLanes, out); }
 };
 
 // 4-lane xmm traits for outputs m <= 4 (the small MLP's 2 outputs). The per-element chain is

@@ -79,12 +79,22 @@ struct Blocked {
         const float* s = ep->row_scale + row * RANK;
         const std::int64_t ldc = ep->m;  // between the ranks of A^T
         const float* a0 = ep->row_a[row];
-        if (RANK > 1 && !ep->a_by_rank) {  // A_j (m, RANK) in the factor block: columns by shuffles
-#pragma GCC unroll 16
-          for (int r = 0; r < MR; ++r) {
-            const float* a = ep->row_a[row + r] + col * RANK;
+        if (RANK > 1 && !ep->a_by_rank) {
+          // A_j (m, RANK) in the factor block: its columns for this vector of outputs, taken once
+          // per run of rows with the same A (a member's rows, or an antithetic pair's).
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[r][v] = V::rank_fma(a + v * kLanes * RANK, RANK, kLanes, s + r * RANK, acc[r][v]);
+          for (int v = 0; v < NV; ++v) {
+            Reg column[RANK];
+            const float* a = nullptr;
+#pragma GCC unroll 16
+            for (int r = 0; r < MR; ++r) {
+              if (ep->row_a[row + r] != a) {
+                a = ep->row_a[row + r];
+                columns<RANK>(a + (col + v * kLanes) * RANK, column);
+              }
+#pragma GCC unroll 16
+              for (int c = 0; c < RANK; ++c) acc[r][v] = V::fma(V::broadcast(s + r * RANK + c), column[c], acc[r][v]);
+            }
           }
         } else if (a0 == ep->row_a[row + MR - 1]) {  // one member's rows (rows come in member order)
 #pragma GCC unroll 16
@@ -125,6 +135,21 @@ struct Blocked {
         for (int v = 0; v < NV; ++v) V::store_first(y + r * ldy + v * kLanes, acc[r][v], cols - v * kLanes);
     }
     if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, y, ldy);
+  }
+
+  // out[c] lane l = p[l RANK + c], c < RANK, l < kLanes: a vector's columns of a (kLanes, RANK)
+  // row-major block, by the level's shuffles where it has them (V::columns), else value by value.
+  template <int RANK>
+  static void columns(const float* p, Reg (&out)[RANK]) {
+    if constexpr (requires { V::template columns<RANK>(p, out); }) {
+      V::template columns<RANK>(p, out);
+    } else {
+      alignas(64) float lane[kLanes];
+      for (int c = 0; c < RANK; ++c) {
+        for (int l = 0; l < kLanes; ++l) lane[l] = p[l * RANK + c];
+        out[c] = V::load(lane);
+      }
+    }
   }
 
   // y[r][..] += the low-rank correction of row + r (cpu_sgemm.hpp), one FMA per rank, on the tile
