@@ -349,6 +349,23 @@ TEST(Int8Random, QmmHighRanksWideInputsAndLargeSums) {
         be.qmm({2, 1}, m, n, x.data(), w.data(), f.f, y);
       });
     }
+  // The largest |x . B[:, c]| on both sides of 2^15, where the AVX-512 level's ranks 2 .. 8 split
+  // x . B into two bytes instead of three: 127 * 258 = 32,766 < 2^15 < 127 * 259; members of
+  // several rows (B shared) and of one.
+  for (std::int64_t n : {258, 259})
+    for (int b : {1, -1})
+      for (std::int64_t r : {2, 4, 7}) {
+        const std::int64_t m = 40;
+        const I8 x(static_cast<std::size_t>(6 * n), 127), w = rng.int8s(m * n);
+        QF f(rng, 2, m, n, r, 4);
+        for (auto& st : f.storage)
+          for (std::int64_t k = 0; k < n * r; ++k) st[static_cast<std::size_t>(k)] = static_cast<std::int8_t>(b);
+        for (std::int64_t rpm : {1, 3})
+          expect_all_levels_equal<std::int8_t>("qmm |xB| near 2^15, n=" + std::to_string(n) + " r=" + std::to_string(r),
+                                               2 * rpm * m, [&](Backend& be, std::int8_t* y) {
+                                                 be.qmm({2, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                               });
+      }
 }
 
 TEST(Int8Random, Embedding) {

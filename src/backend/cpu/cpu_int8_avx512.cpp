@@ -341,7 +341,11 @@ void corr_from_xb(std::int64_t m, std::int64_t r, int shift, int sign, const std
 class RowEpilogue {
  public:
   RowEpilogue(const QmmArgs& g, std::int64_t m64)
-      : g_(g), writer_(g.div), corr_(static_cast<std::size_t>(m64 + 16)), xb64_(static_cast<std::size_t>(g.f->rank)) {
+      : g_(g),
+        writer_(g.div),
+        corr_(static_cast<std::size_t>(m64 + 16)),
+        xb64_(static_cast<std::size_t>(g.f->rank)),
+        a_sum_(static_cast<std::size_t>(m64 + 16)) {
     const std::int64_t r = g.f->rank;  // A rows to dword lanes: lane l of group cg = A[l][4 cg .. 4 cg + 3]
     for (std::int64_t cg = 0; cg < 2; ++cg)
       for (std::int64_t l = 0; l < 16; ++l)
@@ -385,7 +389,16 @@ class RowEpilogue {
         xb_rank_n(xu, g_.n, r, mf.b, xb);
       std::int64_t total = 0;
       for (std::int64_t c = 0; c < r; ++c) total += xb[c] < 0 ? -std::int64_t{xb[c]} : xb[c];
-      if (total < (1 << 23)) return r == 1 ? row_rank1_int32(acc, xb[0], mf, y) : row_rank_n_int32(acc, xb, mf, y);
+      if (total < (1 << 23)) {
+        if (r == 1) return row_rank1_int32(acc, xb[0], mf, y);
+        std::int32_t largest = 0;
+        for (std::int64_t c = 0; c < r; ++c) largest = std::max(largest, xb[c] < 0 ? -xb[c] : xb[c]);
+        return with_rank_2_to_8(r, [&](auto rank) {
+          constexpr int R = decltype(rank)::value;
+          if (largest < (1 << 15)) return row_rank_n_int32<R, 2>(acc, xb, mf, y);
+          row_rank_n_int32<R, 3>(acc, xb, mf, y);
+        });
+      }
     }
     if (mf.sign != 0) correction(mf, i, xu, x_stride);
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
@@ -417,39 +430,79 @@ class RowEpilogue {
     }
   }
 
-  // Ranks 2 .. 8: u[c] = xb[c] + 2^23 in [0, 2^24) is split into bytes u_j, so that
-  // p = sum_j 2^(8 j) (u_j . A[a]) - 2^23 sum_c A[a][c], each dot one vpdpbusd per 4 ranks
-  // (exact modulo 2^32, and |p| < 2^30).
-  void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
-    const std::int64_t r = g_.f->rank, n_cg = (r + 3) / 4;
-    alignas(16) std::uint8_t u[3][8] = {};
-    for (std::int64_t c = 0; c < r; ++c)
-      for (int j = 0; j < 3; ++j) u[j][c] = static_cast<std::uint8_t>((xb[c] + (1 << 23)) >> (8 * j));
-    __m512i uj[2][3], idx[2];
-    for (std::int64_t cg = 0; cg < n_cg; ++cg) {
-      for (int j = 0; j < 3; ++j) uj[cg][j] = _mm512_set1_epi32(load_u32(&u[j][4 * cg]));
-      idx[cg] = _mm512_loadu_si512(a_idx_[cg]);
+  // Calls fn(std::integral_constant<int, R>{}) for rank r = R in 2 .. 8.
+  template <class Fn>
+  static void with_rank_2_to_8(std::int64_t r, Fn&& fn) {
+    switch (r) {
+      case 2: return fn(std::integral_constant<int, 2>{});
+      case 3: return fn(std::integral_constant<int, 3>{});
+      case 4: return fn(std::integral_constant<int, 4>{});
+      case 5: return fn(std::integral_constant<int, 5>{});
+      case 6: return fn(std::integral_constant<int, 6>{});
+      case 7: return fn(std::integral_constant<int, 7>{});
+      default: return fn(std::integral_constant<int, 8>{});
     }
+  }
+
+  // Lanes of A for outputs av .. av + 15 and the ranks 4 cg .. 4 cg + 3 of group cg: dword lane l
+  // = A[av + l][4 cg .. 4 cg + 3] (zero past the rank and past m). raw0, raw1: the 128 bytes of A
+  // from row av. Rank 4 is A's own layout.
+  template <int R>
+  __m512i a_lanes(std::int64_t cg, __m512i raw0, __m512i raw1) const {
+    if constexpr (R == 4) return raw0;
+    return _mm512_maskz_permutex2var_epi8(a_lanes_[cg], raw0, _mm512_loadu_si512(a_idx_[cg]), raw1);
+  }
+
+  // sum_c A[a][c] for every output a (zero past m), made once per factor block: the rows of a
+  // member (and of its antithetic partner) share it.
+  template <int R>
+  const std::int32_t* a_sums(const std::int8_t* a_mat) {
+    if (a_mat == a_sum_of_) return a_sum_.data();
+    constexpr int kGroups = (R + 3) / 4;
     const __m512i ones = _mm512_set1_epi8(1);
+    for (std::int64_t av = 0; av < g_.m; av += 16) {
+      const std::int64_t bytes = std::min<std::int64_t>(16, g_.m - av) * R;
+      const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), a_mat + av * R);
+      const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), a_mat + av * R + 64) : raw0;
+      __m512i sum = _mm512_setzero_si512();
+      for (int cg = 0; cg < kGroups; ++cg) sum = _mm512_dpbusd_epi32(sum, ones, a_lanes<R>(cg, raw0, raw1));
+      _mm512_storeu_si512(a_sum_.data() + av, sum);
+    }
+    a_sum_of_ = a_mat;
+    return a_sum_.data();
+  }
+
+  // Ranks 2 .. 8: u[c] = xb[c] + 2^B in [0, 2^(8 SPLITS)) (B = 8 SPLITS - 1; SPLITS = 2 when every
+  // |xb[c]| < 2^15, else 3) is split into bytes u_j, so that
+  // p = sum_j 2^(8 j) (u_j . A[a]) - 2^B sum_c A[a][c], each dot one vpdpbusd per 4 ranks
+  // (exact modulo 2^32, and |p| < 2^30).
+  template <int R, int SPLITS>
+  void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
+    constexpr int kGroups = (R + 3) / 4, kBias = 8 * SPLITS - 1;
+    alignas(16) std::uint8_t u[SPLITS][8] = {};
+    for (int c = 0; c < R; ++c)
+      for (int j = 0; j < SPLITS; ++j) u[j][c] = static_cast<std::uint8_t>((xb[c] + (1 << kBias)) >> (8 * j));
+    __m512i uj[kGroups][SPLITS];
+    for (int cg = 0; cg < kGroups; ++cg)
+      for (int j = 0; j < SPLITS; ++j) uj[cg][j] = _mm512_set1_epi32(load_u32(&u[j][4 * cg]));
+    const std::int32_t* a_sum = a_sums<R>(mf.a);
     const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
       __m512i t[4];
       for (int v = 0; v < 4; ++v) {
-        const std::int64_t av = a0 + 16 * v, bytes = std::min<std::int64_t>(16, g_.m - av) * r;
-        const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), mf.a + av * r);
-        const __m512i raw1 = _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), mf.a + av * r + 64);
-        __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0, rowsum = p0;
-        for (std::int64_t cg = 0; cg < n_cg; ++cg) {
-          const __m512i lanes = _mm512_maskz_permutex2var_epi8(a_lanes_[cg], raw0, idx[cg], raw1);
-          p0 = _mm512_dpbusd_epi32(p0, uj[cg][0], lanes);
-          p1 = _mm512_dpbusd_epi32(p1, uj[cg][1], lanes);
-          p2 = _mm512_dpbusd_epi32(p2, uj[cg][2], lanes);
-          rowsum = _mm512_dpbusd_epi32(rowsum, ones, lanes);
+        const std::int64_t av = a0 + 16 * v, bytes = std::min<std::int64_t>(16, g_.m - av) * R;
+        const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), mf.a + av * R);
+        const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), mf.a + av * R + 64) : raw0;
+        __m512i p[SPLITS];
+        for (int j = 0; j < SPLITS; ++j) p[j] = _mm512_setzero_si512();
+        for (int cg = 0; cg < kGroups; ++cg) {
+          const __m512i lanes = a_lanes<R>(cg, raw0, raw1);
+          for (int j = 0; j < SPLITS; ++j) p[j] = _mm512_dpbusd_epi32(p[j], uj[cg][j], lanes);
         }
-        const __m512i p = _mm512_sub_epi32(
-            _mm512_add_epi32(_mm512_add_epi32(p0, _mm512_slli_epi32(p1, 8)), _mm512_slli_epi32(p2, 16)),
-            _mm512_slli_epi32(rowsum, 23));
-        const __m512i corr = _mm512_sra_epi32(p, count), a32 = _mm512_loadu_si512(acc + av);
+        __m512i sum = _mm512_add_epi32(p[0], _mm512_slli_epi32(p[1], 8));
+        if constexpr (SPLITS == 3) sum = _mm512_add_epi32(sum, _mm512_slli_epi32(p[2], 16));
+        sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_loadu_si512(a_sum + av), kBias));
+        const __m512i corr = _mm512_sra_epi32(sum, count), a32 = _mm512_loadu_si512(acc + av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
@@ -493,17 +546,19 @@ class RowEpilogue {
       }
       bt_of_ = b;
     }
-    __m512i dot[8];
-    for (std::int64_t c = 0; c < r; ++c) dot[c] = _mm512_setzero_si512();
-    for (std::int64_t k = 0; k < x_stride; k += 64) {
-      const __m512i xv = _mm512_loadu_si512(xu + k);
-      for (std::int64_t c = 0; c < r; ++c)
-        dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
-    }
-    // modulo 2^32, as xb_rank_n (the true xb fits int32)
-    for (std::int64_t c = 0; c < r; ++c)
-      xb[c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(dot[c])) -
-                                        128u * static_cast<std::uint32_t>(col_sum_[c]));
+    with_rank_2_to_8(r, [&](auto rank) {  // the rank as a constant keeps the sums in registers
+      constexpr int R = decltype(rank)::value;
+      __m512i dot[R];
+      for (int c = 0; c < R; ++c) dot[c] = _mm512_setzero_si512();
+      for (std::int64_t k = 0; k < x_stride; k += 64) {
+        const __m512i xv = _mm512_loadu_si512(xu + k);
+        for (int c = 0; c < R; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
+      }
+      // modulo 2^32, as xb_rank_n (the true xb fits int32)
+      for (int c = 0; c < R; ++c)
+        xb[c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(dot[c])) -
+                                          128u * static_cast<std::uint32_t>(col_sum_[c]));
+    });
   }
 
   // saturate_int32(acc + corr) for 16 outputs.
@@ -535,6 +590,8 @@ class RowEpilogue {
   std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
+  std::vector<std::int32_t> a_sum_;  // (m64 + 16): a_sums of the factor block a_sum_of_
+  const std::int8_t* a_sum_of_ = nullptr;
   alignas(64) std::uint8_t a_idx_[2][64] = {};
   __mmask64 a_lanes_[2] = {0, 0};
 };
