@@ -234,8 +234,19 @@ std::vector<double> forward_scores(Model& model, Backend& backend, PopulationVie
     const std::int64_t per_member = c.rows_per_member * model.output_dim();
     for (std::int64_t j = 0; j < count; ++j) {
       double s = 0;
-      for (std::int64_t k = 0; k < per_member; ++k)
-        s += y.dtype() == DType::i8 ? y.data<std::int8_t>()[j * per_member + k] : y.data<float>()[j * per_member + k];
+      if (y.dtype() == DType::i8) {  // an exact integer sum (vectorised), as an integer task's score
+        const std::int8_t* v = y.data<std::int8_t>() + j * per_member;
+        std::int64_t sum = 0;
+        for (std::int64_t k0 = 0; k0 < per_member; k0 += 1 << 16) {  // int32 parts: wider lanes per op
+          std::int32_t part = 0;
+          for (std::int64_t k = k0; k < std::min(per_member, k0 + (1 << 16)); ++k) part += v[k];
+          sum += part;
+        }
+        s = static_cast<double>(sum);
+      } else {
+        const float* v = y.data<float>() + j * per_member;
+        for (std::int64_t k = 0; k < per_member; ++k) s += v[k];
+      }
       scores[first + j] = s / static_cast<double>(per_member);
     }
   });

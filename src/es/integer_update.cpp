@@ -35,10 +35,13 @@ void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& v
 }
 
 // Moves w by sign(Z) where |Z| >= threshold and Z != 0, then clips; returns how many moved.
+// Each value on its own, so the threads' split changes nothing.
 std::int64_t apply_moves(Param& p, const std::vector<std::int64_t>& z, std::int64_t threshold) {
   std::int8_t* w = p.value.data<std::int8_t>();
+  const std::int64_t count = static_cast<std::int64_t>(z.size());
   std::int64_t moved = 0;
-  for (std::size_t i = 0; i < z.size(); ++i) {
+#pragma omp parallel for schedule(static) reduction(+ : moved) if (count >= (std::int64_t{1} << 16))
+  for (std::int64_t i = 0; i < count; ++i) {
     if (z[i] == 0 || std::llabs(z[i]) < threshold) continue;
     const std::int32_t next = q::clip8(w[i] + (z[i] > 0 ? 1 : -1));
     moved += next != w[i];

@@ -74,16 +74,23 @@ const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, Nois
   return cached(int8s_, p, pair, tag, len, filler<std::int8_t>(p, tag, len, noiser_->int8_table(), fill_int8));
 }
 
+// The pairs' values lie one after another in the cache (cached), so a range is one lookup.
 void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
                                    std::int64_t count, const float** out) {
+  if (count <= 0) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  for (std::int64_t k = 0; k < count; ++k) out[k] = normals(p, pair_first + k, tag, len);
+  check_pair(pair_first + count - 1);
+  const float* first = normals(p, pair_first, tag, len);
+  for (std::int64_t k = 0; k < count; ++k) out[k] = first + k * len;
 }
 
 void PopulationView::int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
                                  std::int64_t count, const std::int8_t** out) {
+  if (count <= 0) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  for (std::int64_t k = 0; k < count; ++k) out[k] = int8s(p, pair_first + k, tag, len);
+  check_pair(pair_first + count - 1);
+  const std::int8_t* first = int8s(p, pair_first, tag, len);
+  for (std::int64_t k = 0; k < count; ++k) out[k] = first + k * len;
 }
 
 std::int64_t PopulationView::cached_bytes() const {
