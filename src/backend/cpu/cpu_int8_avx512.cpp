@@ -336,6 +336,161 @@ void corr_from_xb(std::int64_t m, std::int64_t r, int shift, int sign, const std
   }
 }
 
+// ---- ranks 2 to 8, the int32 case of the correction ----
+// The rank product p = (x . B) . A[a] needs 32-bit products: u[c] = xb[c] + 2^b in [0, 2^(8 s))
+// (s = 2 bytes and b = 15 when every |xb[c]| < 2^15, else s = 3 and b = 23) is split into bytes
+// u_j, so that p = sum_j 2^(8 j) (u_j . A[a]) - 2^b sum_c A[a][c], each dot one vpdpbusd per 4
+// ranks: exact modulo 2^32, and |p| < 2^30 when sum_c |xb[c]| < 2^23 (the callers' condition).
+// The wrapping int32 sums of the lanes of d0 .. d3, as one vector (any order of the adds gives
+// the same bits modulo 2^32).
+inline __m128i lane_sums4(__m512i d0, __m512i d1, __m512i d2, __m512i d3) {
+  const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(d0, d1), _mm512_unpackhi_epi32(d0, d1));
+  const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(d2, d3), _mm512_unpackhi_epi32(d2, d3));
+  // each 128-bit lane: partial sums of d0, d1, d2, d3
+  const __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+struct RankSplit {
+  std::uint32_t u[2][4] = {};  // u[cg][j]: byte j of u[4 cg .. 4 cg + 3] (j < 3)
+  int splits = 3;
+  int bias = 23;
+};
+
+// 2 when every |xb[c]| < 2^15, else 3; xb: 8 values, zero past the rank.
+inline int splits_needed(const std::int32_t* xb) {
+  __m128i big = _mm_max_epi32(_mm_abs_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb))),
+                              _mm_abs_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 4))));
+  big = _mm_max_epi32(big, _mm_shuffle_epi32(big, 0x4E));
+  big = _mm_max_epi32(big, _mm_shuffle_epi32(big, 0xB1));
+  return _mm_cvtsi128_si32(big) < (1 << 15) ? 2 : 3;
+}
+
+// The bytes of u = xb + 2^bias, bias = 8 splits - 1; xb: 8 values (zero past the rank: their
+// bytes meet A's zero lanes).
+inline RankSplit split_xb(const std::int32_t* xb, int splits) {
+  RankSplit out;
+  out.splits = splits;
+  out.bias = 8 * splits - 1;
+  const __m128i bias = _mm_set1_epi32(1 << out.bias);
+  const __m128i pick = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);  // dword j = bytes j
+  for (int cg = 0; cg < 2; ++cg) {
+    const __m128i u = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 4 * cg)), bias);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out.u[cg]), _mm_shuffle_epi8(u, pick));
+  }
+  return out;
+}
+
+// A's rows as vpdpbusd's dword lanes: lane l of group cg = A[l][4 cg .. 4 cg + 3] (zero past the
+// rank), from the 128 bytes of A's rows l < 16 by one byte permute; rank 4 is A's own layout.
+struct RankLanes {
+  explicit RankLanes(std::int64_t r) {
+    for (std::int64_t cg = 0; cg < 2; ++cg)
+      for (std::int64_t l = 0; l < 16; ++l)
+        for (std::int64_t q = 0; q < 4; ++q)
+          if (4 * cg + q < r) {
+            idx[cg][4 * l + q] = static_cast<std::uint8_t>(l * r + 4 * cg + q);
+            mask[cg] |= __mmask64{1} << (4 * l + q);
+          }
+  }
+  template <int R>
+  __m512i of(int cg, __m512i raw0, __m512i raw1) const {
+    if constexpr (R == 4) return raw0;
+    return _mm512_maskz_permutex2var_epi8(mask[cg], raw0, _mm512_loadu_si512(idx[cg]), raw1);
+  }
+  alignas(64) std::uint8_t idx[2][64] = {};
+  __mmask64 mask[2] = {0, 0};
+};
+
+// The A bytes of outputs av .. av + 15 (count of them present; zero past them): raw0 the first
+// 64, raw1 the next 64 (rank > 4).
+template <int R>
+void load_a_rows(const std::int8_t* a, std::int64_t av, std::int64_t count, __m512i& raw0, __m512i& raw1) {
+  const std::int64_t bytes = std::min<std::int64_t>(16, count) * R;
+  raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), a + av * R);
+  raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), a + av * R + 64) : raw0;
+}
+
+// p for 16 outputs from their A bytes and 2^bias sum_c A[a][c] (a_bias).
+template <int R>
+__m512i rank_product(const RankSplit& s, const RankLanes& lanes, __m512i raw0, __m512i raw1, __m512i a_bias) {
+  constexpr int kGroups = (R + 3) / 4;
+  __m512i p0 = _mm512_setzero_si512(), p1 = p0, p2 = p0;
+  for (int cg = 0; cg < kGroups; ++cg) {
+    const __m512i l = lanes.of<R>(cg, raw0, raw1);
+    p0 = _mm512_dpbusd_epi32(p0, _mm512_set1_epi32(static_cast<int>(s.u[cg][0])), l);
+    p1 = _mm512_dpbusd_epi32(p1, _mm512_set1_epi32(static_cast<int>(s.u[cg][1])), l);
+    if (s.splits == 3) p2 = _mm512_dpbusd_epi32(p2, _mm512_set1_epi32(static_cast<int>(s.u[cg][2])), l);
+  }
+  __m512i sum = _mm512_add_epi32(p0, _mm512_slli_epi32(p1, 8));
+  if (s.splits == 3) sum = _mm512_add_epi32(sum, _mm512_slli_epi32(p2, 16));
+  return _mm512_sub_epi32(sum, a_bias);
+}
+
+// A row of a block whose rank-2..8 epilogue runs in the tile's registers: its member's A,
+// 2^bias times the sums of A's rows, and x . B split (the block's rows share one bias); a null
+// A when the row is unperturbed.
+struct FusedRankRow {
+  const std::int8_t* a = nullptr;
+  const std::int32_t* a_bias = nullptr;
+  RankSplit split;
+  int sign = 0;
+};
+
+// tile_kernel_fused for ranks 2 .. 8: each perturbed row adds s floor(p / 2^S) (as
+// row_rank_n_int32) to its accumulators before its bytes are stored.
+template <int RT, int CT, int R>
+void tile_kernel_fused_rank(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
+                            std::int64_t n_groups, const std::int32_t* bias, const FusedRankRow* rows,
+                            const RankLanes& lanes, const ByteWriter& writer, int shift, std::int64_t a0, std::int8_t* y,
+                            std::int64_t y_stride, std::int64_t cols) {
+  __m512i c[RT * CT];
+  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
+  const __m128i count = _mm_cvtsi32_si128(shift);
+  const __mmask64 mask = byte_mask(cols);
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i) {
+    __m512i t[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) t[v] = v < CT ? c[i * CT + (v < CT ? v : 0)] : _mm512_setzero_si512();
+    if (rows[i].sign != 0) {
+#pragma GCC unroll 4
+      for (int v = 0; v < CT; ++v) {
+        const std::int64_t av = a0 + 16 * v;
+        __m512i raw0, raw1;
+        load_a_rows<R>(rows[i].a, av, cols - 16 * v, raw0, raw1);
+        const __m512i p = rank_product<R>(rows[i].split, lanes, raw0, raw1, _mm512_loadu_si512(rows[i].a_bias + av));
+        const __m512i corr = _mm512_sra_epi32(p, count);
+        t[v] = rows[i].sign > 0 ? _mm512_add_epi32(t[v], corr) : _mm512_sub_epi32(t[v], corr);
+      }
+    }
+    writer.store64(t, y + i * y_stride, mask);
+  }
+}
+
+using FusedRankTileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
+                                 const std::int32_t*, const FusedRankRow*, const RankLanes&, const ByteWriter&, int,
+                                 std::int64_t, std::int8_t*, std::int64_t, std::int64_t);
+
+template <int R>
+struct FusedRankTile {
+  template <int RT, int CT>
+  static FusedRankTileFn fn() { return tile_kernel_fused_rank<RT, CT, R>; }
+};
+
+// Calls fn(std::integral_constant<int, R>{}) for rank r = R in {2, 4, 8} (the ranks whose
+// epilogue runs in the tile's registers); false for other ranks.
+template <class Fn>
+bool with_fused_rank(std::int64_t r, Fn&& fn) {
+  switch (r) {
+    case 2: return fn(std::integral_constant<int, 2>{});
+    case 4: return fn(std::integral_constant<int, 4>{});
+    case 8: return fn(std::integral_constant<int, 8>{});
+    default: return false;
+  }
+}
+
 // Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
 // the member's low-rank correction first when the member is perturbed.
 class RowEpilogue {
@@ -345,16 +500,8 @@ class RowEpilogue {
         writer_(g.div),
         corr_(static_cast<std::size_t>(m64 + 16)),
         xb64_(static_cast<std::size_t>(g.f->rank)),
-        a_sum_(static_cast<std::size_t>(m64 + 16)) {
-    const std::int64_t r = g.f->rank;  // A rows to dword lanes: lane l of group cg = A[l][4 cg .. 4 cg + 3]
-    for (std::int64_t cg = 0; cg < 2; ++cg)
-      for (std::int64_t l = 0; l < 16; ++l)
-        for (std::int64_t q = 0; q < 4; ++q)
-          if (4 * cg + q < r) {
-            a_idx_[cg][4 * l + q] = static_cast<std::uint8_t>(l * r + 4 * cg + q);
-            a_lanes_[cg] |= __mmask64{1} << (4 * l + q);
-          }
-  }
+        a_sum_stride_(m64 + 16),
+        lanes_(g.f->rank) {}
 
   // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
   // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
@@ -373,14 +520,58 @@ class RowEpilogue {
     }
     return true;
   }
+  // fused_rows for ranks 2, 4, 8 (rank R): true when every row of [i0, i1) is unperturbed or has
+  // sum_c |x . B[:, c]| < 2^23 (and n <= 65,536). The block's rows share one split (three bytes
+  // if any row needs them), so 2^bias sum_c A[a][c] is made once per factor block met, in slots
+  // 1 .. of a_sum_.
+  template <int R>
+  bool fused_rank_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride,
+                       FusedRankRow* rows) {
+    alignas(16) std::int32_t xb[kRowBlock][8] = {};
+    int splits = 2;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      FusedRankRow& fr = rows[i - i0];
+      fr = FusedRankRow{};
+      if (mf.sign == 0) continue;
+      if (g_.n > 65536) return false;
+      std::int32_t* xi = xb[i - i0];
+      if (g_.batch.rows_per_member > 1)
+        xb_transposed(mf.b, xu + (i - i0) * x_stride, x_stride, xi);
+      else
+        xb_rank_n(xu + (i - i0) * x_stride, g_.n, R, mf.b, xi);
+      std::int64_t total = 0;
+      for (int c = 0; c < R; ++c) total += xi[c] < 0 ? -std::int64_t{xi[c]} : xi[c];
+      if (total >= (1 << 23)) return false;
+      splits = std::max(splits, splits_needed(xi));
+      fr.a = mf.a;
+      fr.sign = mf.sign;
+    }
+    ensure_size(a_sum_, (i1 - i0 + 1) * a_sum_stride_);  // before any pointer into it is kept
+    std::int64_t slots = 0;
+    const std::int8_t* last_a = nullptr;
+    const std::int32_t* last_bias = nullptr;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      FusedRankRow& fr = rows[i - i0];
+      if (fr.sign == 0) continue;
+      if (fr.a != last_a) {
+        last_a = fr.a;
+        last_bias = fill_a_sums<R>(fr.a, ++slots, 8 * splits - 1);
+      }
+      fr.a_bias = last_bias;
+      fr.split = split_xb(xb[i - i0], splits);
+    }
+    return true;
+  }
   const ByteWriter& writer() const { return writer_; }
+  const RankLanes& lanes() const { return lanes_; }
 
   void row(std::int64_t i, const std::int32_t* acc, const std::uint8_t* xu, std::int64_t x_stride) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
     std::int8_t* y = g_.y + i * g_.m;
     const std::int64_t r = g_.f->rank;
     if (mf.sign != 0 && r <= 8 && g_.n <= 65536) {
-      alignas(64) std::int32_t xb[16];
+      alignas(64) std::int32_t xb[16] = {};  // zero past the rank (split_xb reads 8)
       if (r == 1)
         xb_rank1(xu, x_stride, g_.n, mf.b, xb);
       else if (g_.batch.rows_per_member > 1)
@@ -391,13 +582,7 @@ class RowEpilogue {
       for (std::int64_t c = 0; c < r; ++c) total += xb[c] < 0 ? -std::int64_t{xb[c]} : xb[c];
       if (total < (1 << 23)) {
         if (r == 1) return row_rank1_int32(acc, xb[0], mf, y);
-        std::int32_t largest = 0;
-        for (std::int64_t c = 0; c < r; ++c) largest = std::max(largest, xb[c] < 0 ? -xb[c] : xb[c]);
-        return with_rank_2_to_8(r, [&](auto rank) {
-          constexpr int R = decltype(rank)::value;
-          if (largest < (1 << 15)) return row_rank_n_int32<R, 2>(acc, xb, mf, y);
-          row_rank_n_int32<R, 3>(acc, xb, mf, y);
-        });
+        return with_rank_2_to_8(r, [&](auto rank) { row_rank_n_int32<decltype(rank)::value>(acc, xb, mf, y); });
       }
     }
     if (mf.sign != 0) correction(mf, i, xu, x_stride);
@@ -444,65 +629,46 @@ class RowEpilogue {
     }
   }
 
-  // Lanes of A for outputs av .. av + 15 and the ranks 4 cg .. 4 cg + 3 of group cg: dword lane l
-  // = A[av + l][4 cg .. 4 cg + 3] (zero past the rank and past m). raw0, raw1: the 128 bytes of A
-  // from row av. Rank 4 is A's own layout.
+  // 2^shift sum_c A[a][c] for every output a (zero past m) into slot `slot` of a_sum_ (grown by
+  // the caller).
   template <int R>
-  __m512i a_lanes(std::int64_t cg, __m512i raw0, __m512i raw1) const {
-    if constexpr (R == 4) return raw0;
-    return _mm512_maskz_permutex2var_epi8(a_lanes_[cg], raw0, _mm512_loadu_si512(a_idx_[cg]), raw1);
+  const std::int32_t* fill_a_sums(const std::int8_t* a_mat, std::int64_t slot, int shift) {
+    constexpr int kGroups = (R + 3) / 4;
+    std::int32_t* out = a_sum_.data() + slot * a_sum_stride_;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (std::int64_t av = 0; av < g_.m; av += 16) {
+      __m512i raw0, raw1, sum = _mm512_setzero_si512();
+      load_a_rows<R>(a_mat, av, g_.m - av, raw0, raw1);
+      for (int cg = 0; cg < kGroups; ++cg) sum = _mm512_dpbusd_epi32(sum, ones, lanes_.of<R>(cg, raw0, raw1));
+      _mm512_storeu_si512(out + av, _mm512_slli_epi32(sum, static_cast<unsigned>(shift)));
+    }
+    return out;
   }
 
-  // sum_c A[a][c] for every output a (zero past m), made once per factor block: the rows of a
-  // member (and of its antithetic partner) share it.
+  // The sums of A's rows for the row epilogue, in slot 0, made once per factor block: the rows
+  // of a member (and of its antithetic partner) share it.
   template <int R>
   const std::int32_t* a_sums(const std::int8_t* a_mat) {
     if (a_mat == a_sum_of_) return a_sum_.data();
-    constexpr int kGroups = (R + 3) / 4;
-    const __m512i ones = _mm512_set1_epi8(1);
-    for (std::int64_t av = 0; av < g_.m; av += 16) {
-      const std::int64_t bytes = std::min<std::int64_t>(16, g_.m - av) * R;
-      const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), a_mat + av * R);
-      const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), a_mat + av * R + 64) : raw0;
-      __m512i sum = _mm512_setzero_si512();
-      for (int cg = 0; cg < kGroups; ++cg) sum = _mm512_dpbusd_epi32(sum, ones, a_lanes<R>(cg, raw0, raw1));
-      _mm512_storeu_si512(a_sum_.data() + av, sum);
-    }
+    ensure_size(a_sum_, a_sum_stride_);
     a_sum_of_ = a_mat;
-    return a_sum_.data();
+    return fill_a_sums<R>(a_mat, 0, 0);
   }
 
-  // Ranks 2 .. 8: u[c] = xb[c] + 2^B in [0, 2^(8 SPLITS)) (B = 8 SPLITS - 1; SPLITS = 2 when every
-  // |xb[c]| < 2^15, else 3) is split into bytes u_j, so that
-  // p = sum_j 2^(8 j) (u_j . A[a]) - 2^B sum_c A[a][c], each dot one vpdpbusd per 4 ranks
-  // (exact modulo 2^32, and |p| < 2^30).
-  template <int R, int SPLITS>
+  // Ranks 2 .. 8 in int32 (rank_product), from the stored accumulators.
+  template <int R>
   void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
-    constexpr int kGroups = (R + 3) / 4, kBias = 8 * SPLITS - 1;
-    alignas(16) std::uint8_t u[SPLITS][8] = {};
-    for (int c = 0; c < R; ++c)
-      for (int j = 0; j < SPLITS; ++j) u[j][c] = static_cast<std::uint8_t>((xb[c] + (1 << kBias)) >> (8 * j));
-    __m512i uj[kGroups][SPLITS];
-    for (int cg = 0; cg < kGroups; ++cg)
-      for (int j = 0; j < SPLITS; ++j) uj[cg][j] = _mm512_set1_epi32(load_u32(&u[j][4 * cg]));
+    const RankSplit split = split_xb(xb, splits_needed(xb));
     const std::int32_t* a_sum = a_sums<R>(mf.a);
-    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift), bias = _mm_cvtsi32_si128(split.bias);
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
       __m512i t[4];
       for (int v = 0; v < 4; ++v) {
-        const std::int64_t av = a0 + 16 * v, bytes = std::min<std::int64_t>(16, g_.m - av) * R;
-        const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), mf.a + av * R);
-        const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), mf.a + av * R + 64) : raw0;
-        __m512i p[SPLITS];
-        for (int j = 0; j < SPLITS; ++j) p[j] = _mm512_setzero_si512();
-        for (int cg = 0; cg < kGroups; ++cg) {
-          const __m512i lanes = a_lanes<R>(cg, raw0, raw1);
-          for (int j = 0; j < SPLITS; ++j) p[j] = _mm512_dpbusd_epi32(p[j], uj[cg][j], lanes);
-        }
-        __m512i sum = _mm512_add_epi32(p[0], _mm512_slli_epi32(p[1], 8));
-        if constexpr (SPLITS == 3) sum = _mm512_add_epi32(sum, _mm512_slli_epi32(p[2], 16));
-        sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(_mm512_loadu_si512(a_sum + av), kBias));
-        const __m512i corr = _mm512_sra_epi32(sum, count), a32 = _mm512_loadu_si512(acc + av);
+        const std::int64_t av = a0 + 16 * v;
+        __m512i raw0, raw1;
+        load_a_rows<R>(mf.a, av, g_.m - av, raw0, raw1);
+        const __m512i p = rank_product<R>(split, lanes_, raw0, raw1, _mm512_sll_epi32(_mm512_loadu_si512(a_sum + av), bias));
+        const __m512i corr = _mm512_sra_epi32(p, count), a32 = _mm512_loadu_si512(acc + av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
@@ -512,7 +678,8 @@ class RowEpilogue {
   // xb as xb_rank_n computes it (the same integers), for members with several rows: B^T (r rows
   // of x_stride bytes, zero padded) and the column sums of B are made once per factor block (an
   // antithetic pair's two members share one) and kept while the rows of that block last; each
-  // row then costs r dot products of 64 bytes per vpdpbusd.
+  // row then costs r dot products of 64 bytes per vpdpbusd. Writes xb[0 .. 4 ceil(r / 4)), zero
+  // past the rank.
   void xb_transposed(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
     const std::int64_t r = g_.f->rank, n = g_.n;
     if (b != bt_of_) {
@@ -547,17 +714,20 @@ class RowEpilogue {
       bt_of_ = b;
     }
     with_rank_2_to_8(r, [&](auto rank) {  // the rank as a constant keeps the sums in registers
-      constexpr int R = decltype(rank)::value;
-      __m512i dot[R];
-      for (int c = 0; c < R; ++c) dot[c] = _mm512_setzero_si512();
+      constexpr int R = decltype(rank)::value, kGroups = (R + 3) / 4;
+      __m512i dot[4 * kGroups];
+      for (int c = 0; c < 4 * kGroups; ++c) dot[c] = _mm512_setzero_si512();
       for (std::int64_t k = 0; k < x_stride; k += 64) {
         const __m512i xv = _mm512_loadu_si512(xu + k);
         for (int c = 0; c < R; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
       }
-      // modulo 2^32, as xb_rank_n (the true xb fits int32)
-      for (int c = 0; c < R; ++c)
-        xb[c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(dot[c])) -
-                                          128u * static_cast<std::uint32_t>(col_sum_[c]));
+      // Modulo 2^32, as xb_rank_n (the true xb fits int32), 4 ranks per vector (zero past the
+      // rank): one wide store, which the split's wide loads read without a forwarding stall.
+      for (int cg = 0; cg < kGroups; ++cg) {
+        const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
+        const __m128i sums = lane_sums4(dot[4 * cg], dot[4 * cg + 1], dot[4 * cg + 2], dot[4 * cg + 3]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + 4 * cg), _mm_sub_epi32(sums, col));
+      }
     });
   }
 
@@ -590,10 +760,12 @@ class RowEpilogue {
   std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
-  std::vector<std::int32_t> a_sum_;  // (m64 + 16): a_sums of the factor block a_sum_of_
+  // Sums of A's rows, slots of a_sum_stride_: slot 0 for the factor block a_sum_of_ (row
+  // epilogue), slots 1 .. for a fused block's factor blocks.
+  std::vector<std::int32_t> a_sum_;
+  std::int64_t a_sum_stride_;
   const std::int8_t* a_sum_of_ = nullptr;
-  alignas(64) std::uint8_t a_idx_[2][64] = {};
-  __mmask64 a_lanes_[2] = {0, 0};
+  RankLanes lanes_;
 };
 
 // z rows [a0, a0 + AT) x columns [b0, b0 + 32) += the term pairs [j0, j1): int32 in registers
@@ -710,6 +882,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
+    FusedRankRow fused_rank[kRowBlock];
     LineQueue ahead;
     ahead.fill(g, begin, std::min(end, begin + kRowBlock));
     ahead.pump(-1);
@@ -729,6 +902,27 @@ void qmm_avx512_vnni(const QmmArgs& g) {
                                    g.y + i * g.m + b0 * 16, g.m, g.m - b0 * 16);
           }
         }
+        ahead.pump(-1);
+        add_addend(g, i0, i1);
+        continue;
+      }
+      const bool fused_by_rank = with_fused_rank(g.f->rank, [&](auto rank) {
+        constexpr int R = decltype(rank)::value;
+        if (!epi.fused_rank_rows<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused_rank)) return false;
+        for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
+          const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
+          for (std::int64_t i = i0; i < i1; i += kRowTile) {
+            ahead.pump(per_tile);
+            const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
+            kernel_for<FusedRankTile<R>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+                                                 p.n_groups * 64, p.n_groups, bias + b0 * 16, fused_rank + (i - i0),
+                                                 epi.lanes(), epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16,
+                                                 g.m, g.m - b0 * 16);
+          }
+        }
+        return true;
+      });
+      if (fused_by_rank) {
         ahead.pump(-1);
         add_addend(g, i0, i1);
         continue;
