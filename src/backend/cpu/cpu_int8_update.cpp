@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "backend/int8_ops.hpp"
@@ -40,20 +41,32 @@ void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, cons
   }
 }
 
-// coef (m, 2 n_jp): d_k A_k[a][c] for each term, zero for a missing last term.
+// coef (m, 2 n_jp): d_k A_k[a][c] for each term, zero for a missing last term. In blocks of 64
+// rows x 64 terms, row by row: a block reads 64 rows of its few factor blocks (in L1) and
+// writes 128 contiguous bytes of each row. (Row by row over every term, each row reads a line
+// of every factor block; column by column, the rows' stride maps every write to one L1 set.)
 void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
                const std::int8_t* d, const detail::UpdateArgs& g, std::int16_t* coef) {
-  const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
+  constexpr std::int64_t kBlock = 64;
+  const std::int64_t n_terms = static_cast<std::int64_t>(terms.size()), width = 2 * g.n_jp;
+  const std::int64_t row_blocks = (g.m + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (g.m * g.n_jp > detail::kParallelMinWork)
-  for (std::int64_t a = 0; a < g.m; ++a) {
-    std::int16_t* out = coef + a * 2 * g.n_jp;
-    for (std::int64_t j = 0; j < 2 * g.n_jp; ++j) {
-      if (j >= n_terms) {
-        out[j] = 0;
-        continue;
+  for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+    const std::int64_t a0 = rb * kBlock, a1 = std::min(g.m, a0 + kBlock);
+    const std::int8_t* col[kBlock];  // the block's terms: A_k[:, c] (stride r) and d_k
+    std::int16_t dk[kBlock];
+    for (std::int64_t j0 = 0; j0 < width; j0 += kBlock) {
+      const std::int64_t j1 = std::min(width, j0 + kBlock);
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const bool present = j < n_terms;
+        const Term& t = terms[static_cast<std::size_t>(present ? j : 0)];
+        col[j - j0] = blocks[t.k] + n * r + t.c;
+        dk[j - j0] = present ? d[t.k] : 0;
       }
-      const Term& t = terms[static_cast<std::size_t>(j)];
-      out[j] = static_cast<std::int16_t>(d[t.k] * blocks[t.k][n * r + a * r + t.c]);
+      for (std::int64_t a = a0; a < a1; ++a) {
+        std::int16_t* out = coef + a * width;
+        for (std::int64_t j = j0; j < j1; ++j) out[j] = static_cast<std::int16_t>(dk[j - j0] * col[j - j0][a * r]);
+      }
     }
   }
 }
@@ -102,12 +115,14 @@ void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::
   g.n_pad = (n + 63) / 64 * 64;
   g.n_jp = (static_cast<std::int64_t>(terms.size()) + 1) / 2;
   g.chunk_jp = chunk_pairs(max_d);
-  std::vector<std::int16_t> bp(static_cast<std::size_t>(g.n_jp * g.n_pad * 2));
-  std::vector<std::int16_t> coef(static_cast<std::size_t>(m * 2 * g.n_jp));
-  pack_b(terms, n, rank, blocks, g, bp.data());
-  pack_coef(terms, n, rank, blocks, d, g, coef.data());
-  g.bp = bp.data();
-  g.coef = coef.data();
+  // Both packed in parallel, every value written (a zero-filled vector would first clear tens of
+  // MB on one thread).
+  const auto bp = std::make_unique_for_overwrite<std::int16_t[]>(static_cast<std::size_t>(g.n_jp * g.n_pad * 2));
+  const auto coef = std::make_unique_for_overwrite<std::int16_t[]>(static_cast<std::size_t>(m * 2 * g.n_jp));
+  pack_b(terms, n, rank, blocks, g, bp.get());
+  pack_coef(terms, n, rank, blocks, d, g, coef.get());
+  g.bp = bp.get();
+  g.coef = coef.get();
   g.z = z;
   detail::update_dispatch(g);
 }
