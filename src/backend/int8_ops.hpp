@@ -150,6 +150,12 @@ void update_avx2(const UpdateArgs& args);
 void update_avx512_vnni(const UpdateArgs& args);
 // Runs the update kernel of the current level.
 void update_dispatch(const UpdateArgs& args);
+// qupdate_accumulate (backend.hpp) at the AVX-512 VNNI level when every d is -1, 0 or 1 (false,
+// and nothing done, otherwise), and its dispatch (false at the other levels).
+bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                              const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 
 }  // namespace detail
 }  // namespace eggroll::cpu_int8

@@ -125,6 +125,14 @@ void update_dispatch(const UpdateArgs& args) {
   }
 }
 
+bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
+#if defined(__x86_64__)
+  if (current_level() == SimdChoice::avx512) return update_signs_avx512_vnni(m, n, r, n_pairs, blocks, d, z);
+#endif
+  return false;
+}
+
 }  // namespace detail
 
 std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {

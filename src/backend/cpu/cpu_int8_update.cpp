@@ -101,6 +101,7 @@ void update_scalar(const UpdateArgs& g) {
 
 void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                         const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
+  if (detail::update_signs_dispatch(m, n, rank, n_pairs, blocks, d, z)) return;  // quads of int8 terms
   std::vector<Term> terms;
   std::int64_t max_d = 0;
   for (std::int64_t k = 0; k < n_pairs; ++k) {

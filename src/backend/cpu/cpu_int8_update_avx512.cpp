@@ -1,0 +1,207 @@
+// The discrete update's sum (ALGORITHM.md 2.6) at the AVX-512 VNNI level when every d is -1, 0 or
+// 1, the signs the integer strategy passes: z[a][b] += sum_k d_k sum_c A_k[a][c] B_k[b][c] with
+// four terms per vpdpbusd lane, B + 128 as the u8 operand and A as the s8 one (64 multiply-adds
+// per instruction; the int16 path's vpdpwssd does 32). The terms of d = +1 and of d = -1 are
+// summed apart, then added to z and subtracted from it, so the s8 operand is A itself (-A does
+// not fit int8 when A = -128); the +128 comes back out as 128 sum_t A_t[a] per chunk of terms.
+// Exact: int32 within a chunk (each term's |A (B + 128)| <= 128 * 255), int64 in z, so the result
+// equals the scalar level's bit for bit whatever the threads.
+#include "backend/int8_ops.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+// GCC 12's AVX-512 headers trip false (maybe-)uninitialized warnings on their own _mm512_undefined
+// operands (GCC bug 105593), as in cpu_int8_avx512.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace eggroll::cpu_int8::detail {
+namespace {
+
+constexpr int kRows = 6;                      // z rows per tile: 6 x 4 accumulators
+constexpr std::int64_t kCols = 64;            // z columns per tile
+constexpr std::int64_t kChunkQuads = 16384;   // 4 * 128 * 255 * kChunkQuads < 2^31
+constexpr std::int64_t kPackRows = 64;        // coef packing block: rows x terms
+constexpr std::int64_t kPackTerms = 64;
+
+std::int32_t load_u32(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+__mmask64 byte_mask(std::int64_t count) {
+  return count >= 64 ? ~__mmask64{0} : (count <= 0 ? __mmask64{0} : (__mmask64{1} << count) - 1);
+}
+
+// One sign's terms, packed: term t = 4 q + e is (pair k, column c).
+struct Quads {
+  std::int64_t m = 0, n = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_chunks = 0;
+  std::unique_ptr<std::uint8_t[]> bq;      // (n_quads, n_pad, 4): B_t[b] + 128, zero for a missing term
+  std::unique_ptr<std::int8_t[]> coef;     // (m, 4 n_quads): A_t[a], zero for a missing term
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's coef over a chunk
+};
+
+// A quad of four columns of one pair's rank-4 factors (terms (k, 0 .. 3)): its B and A bytes are
+// the block's own rows, so they are copied instead of gathered.
+bool whole_pair(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
+                std::int64_t t) {
+  return r == 4 && t + 3 < static_cast<std::int64_t>(tk.size()) && tc[t] == 0 && tk[t + 3] == tk[t];
+}
+
+Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
+           const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc) {
+  Quads g;
+  g.m = m;
+  g.n = n;
+  g.n_pad = (n + kCols - 1) / kCols * kCols;
+  g.n_terms = static_cast<std::int64_t>(tk.size());
+  g.n_quads = (g.n_terms + 3) / 4;
+  g.n_chunks = (g.n_quads + kChunkQuads - 1) / kChunkQuads;
+  g.bq = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(g.n_quads * g.n_pad * 4));
+  g.coef = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m * 4 * g.n_quads));
+  g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_chunks));
+  const std::int64_t width = 4 * g.n_quads, row_blocks = (m + kPackRows - 1) / kPackRows;
+  const std::int64_t term_blocks = (width + kPackTerms - 1) / kPackTerms;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma omp parallel if (m * n * g.n_terms > kParallelMinWork)
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t q = 0; q < g.n_quads; ++q) {
+      std::uint8_t* out = g.bq.get() + q * g.n_pad * 4;
+      if (whole_pair(tk, tc, r, 4 * q)) {  // B_k (n, 4) + 128, as it lies
+        const std::int8_t* bk = blocks[tk[4 * q]];
+        for (std::int64_t b = 0; b < g.n_pad * 4; b += 64) {
+          const __mmask64 valid = byte_mask(n * 4 - b);
+          _mm512_storeu_si512(out + b, _mm512_xor_si512(_mm512_maskz_loadu_epi8(valid, bk + b), flip));
+        }
+        continue;
+      }
+      std::fill(out, out + g.n_pad * 4, std::uint8_t{0});
+      for (std::int64_t e = 0; e < 4 && 4 * q + e < g.n_terms; ++e) {
+        const std::int8_t* col = blocks[tk[4 * q + e]] + tc[4 * q + e];
+        for (std::int64_t b = 0; b < n; ++b) out[b * 4 + e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
+      }
+    }
+    // coef in blocks of rows x terms, row by row: the block's factor rows stay in L1 and each row
+    // is written 64 contiguous bytes at a time (pack_coef in cpu_int8_update.cpp).
+#pragma omp for collapse(2) schedule(static)
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb)
+      for (std::int64_t tb = 0; tb < term_blocks; ++tb) {
+        const std::int64_t a0 = rb * kPackRows, a1 = std::min(m, a0 + kPackRows);
+        const std::int64_t t0 = tb * kPackTerms, t1 = std::min(width, t0 + kPackTerms);
+        for (std::int64_t a = a0; a < a1; ++a) {
+          std::int8_t* out = g.coef.get() + a * width;
+          for (std::int64_t t = t0; t < t1;) {
+            if (whole_pair(tk, tc, r, t)) {  // A_k[a][0 .. 3], four bytes as they lie
+              std::memcpy(out + t, blocks[tk[t]] + (n + a) * 4, 4);
+              t += 4;
+              continue;
+            }
+            out[t] = t < g.n_terms ? blocks[tk[t]][(n + a) * r + tc[t]] : std::int8_t{0};
+            ++t;
+          }
+        }
+      }
+#pragma omp for schedule(static)
+    for (std::int64_t a = 0; a < m; ++a)
+      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+        const std::int8_t* row = g.coef.get() + a * width;
+        const std::int64_t t1 = std::min(width, 4 * (ch + 1) * kChunkQuads);
+        __m512i sum = _mm512_setzero_si512();  // 64 bytes at a time, as 1 * s8 dot products
+        for (std::int64_t t = 4 * ch * kChunkQuads; t < t1; t += 64)
+          sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(byte_mask(t1 - t), row + t));
+        g.rowsum[static_cast<std::size_t>(a * g.n_chunks + ch)] = 128 * _mm512_reduce_add_epi32(sum);
+      }
+  }
+  return g;
+}
+
+// z rows [a0, a0 + RT) x columns [b0, b0 + 64) += sign * (the quads [q0, q1) of chunk ch): int32
+// in registers, then the +128's share taken out and the result added into the int64 z.
+template <int RT>
+void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch, int sign, std::int64_t* z) {
+  const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(g.n_quads, q0 + kChunkQuads), width = 4 * g.n_quads;
+  __m512i c[RT][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
+  const std::int8_t* coef = g.coef.get() + a0 * width;
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const std::uint8_t* bp = g.bq.get() + (q * g.n_pad + b0) * 4;
+    __m512i w[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) w[v] = _mm512_loadu_si512(bp + 64 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < RT; ++i) {
+      const __m512i cf = _mm512_set1_epi32(load_u32(coef + i * width + 4 * q));
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i) {
+    const __m512i shift = _mm512_set1_epi32(g.rowsum[static_cast<std::size_t>((a0 + i) * g.n_chunks + ch)]);
+    std::int64_t* zr = z + (a0 + i) * g.n + b0;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512i part = _mm512_sub_epi32(c[i][v], shift);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t col = 16 * v + 8 * h;
+        const __mmask8 mask = static_cast<__mmask8>(byte_mask(g.n - b0 - col));
+        if (mask == 0) continue;
+        const __m512i p64 = _mm512_cvtepi32_epi64(h == 0 ? _mm512_castsi512_si256(part) : _mm512_extracti64x4_epi64(part, 1));
+        const __m512i old = _mm512_maskz_loadu_epi64(mask, zr + col);
+        _mm512_mask_storeu_epi64(zr + col, mask, sign > 0 ? _mm512_add_epi64(old, p64) : _mm512_sub_epi64(old, p64));
+      }
+    }
+  }
+}
+
+void run(const Quads& g, int sign, std::int64_t* z) {
+  using Fn = void (*)(const Quads&, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
+  static const Fn tiles[kRows] = {quad_tile<1>, quad_tile<2>, quad_tile<3>, quad_tile<4>, quad_tile<5>, quad_tile<6>};
+  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of bq
+  const std::int64_t col_blocks = g.n_pad / kCols, row_blocks = (g.m + kRows - 1) / kRows;
+#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_quads * 4 > kParallelMinWork)
+  for (std::int64_t cb = 0; cb < col_blocks; ++cb)
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
+      const std::int64_t a0 = rb * kRows;
+      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
+      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, a0, cb * kCols, ch, sign, z);
+    }
+}
+
+}  // namespace
+
+bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                              const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
+  for (std::int64_t k = 0; k < n_pairs; ++k)
+    if (d[k] < -1 || d[k] > 1) return false;
+  if (m <= 0 || n <= 0) return true;
+  for (int sign : {1, -1}) {
+    std::vector<std::int64_t> tk, tc;  // the terms (pair, column) of this sign, in order
+    for (std::int64_t k = 0; k < n_pairs; ++k) {
+      if (d[k] != sign || blocks[k] == nullptr) continue;
+      for (std::int64_t c = 0; c < r; ++c) {
+        tk.push_back(k);
+        tc.push_back(c);
+      }
+    }
+    if (tk.empty()) continue;
+    run(pack(m, n, r, blocks, tk, tc), sign, z);
+  }
+  return true;
+}
+
+}  // namespace eggroll::cpu_int8::detail
+#endif
