@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -218,22 +219,33 @@ class ByteWriter {
   int shift_ = -1;
 };
 
-// A row of a block whose epilogue runs in the tile's registers: its member's A (rank 1) and
-// x . B, or a null A when the row is unperturbed.
-struct FusedRow {
-  const std::int8_t* a = nullptr;
-  std::int32_t xb = 0;
-  int sign = 0;
+// The rows of a block whose epilogue runs in the tile's registers, at rank 1: each row's member's
+// A and x . B, or a null A when the row is unperturbed. correction: s floor(xb A[a] / 2^S) without
+// the sign for outputs av .. av + 15 (count of them present), exact in int32 when |xb| < 2^23
+// (as row_rank1_int32).
+struct Rank1Rows {
+  struct Row {
+    const std::int8_t* a = nullptr;
+    std::int32_t xb = 0;
+    int sign = 0;
+  };
+  struct Context {};
+  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t count, __m128i shift) {
+    const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(count)), row.a + av);
+    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), _mm512_cvtepi8_epi32(a8)), shift);
+  }
 };
+using FusedRow = Rank1Rows::Row;
 
-// tile_kernel's accumulation, then each row's rank-1 correction (acc + s floor(xb A[a] / 2^S),
-// exact in int32 when |xb| < 2^23, as row_rank1_int32) and its bytes stored straight from the
-// registers: the accumulators never go to memory. The tile's columns start at output a0; y points
-// at its first row and column.
-template <int RT, int CT>
+// tile_kernel's accumulation, then each perturbed row's correction (Rows::correction, added or
+// subtracted by the row's sign) and its bytes stored straight from the registers: the
+// accumulators never go to memory. The tile's columns start at output a0; y points at its first
+// row and column.
+template <class Rows, int RT, int CT>
 void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
-                       std::int64_t n_groups, const std::int32_t* bias, const FusedRow* rows, const ByteWriter& writer,
-                       int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
+                       std::int64_t n_groups, const std::int32_t* bias, const typename Rows::Row* rows,
+                       const typename Rows::Context& context, const ByteWriter& writer, int shift, std::int64_t a0,
+                       std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
   __m512i c[RT * CT];
   accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
   const __m128i count = _mm_cvtsi32_si128(shift);
@@ -244,11 +256,9 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) t[v] = v < CT ? c[i * CT + (v < CT ? v : 0)] : _mm512_setzero_si512();
     if (rows[i].sign != 0) {
-      const __m512i xbv = _mm512_set1_epi32(rows[i].xb);
 #pragma GCC unroll 4
       for (int v = 0; v < CT; ++v) {
-        const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(cols - 16 * v)), rows[i].a + a0 + 16 * v);
-        const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
+        const __m512i corr = Rows::correction(rows[i], context, a0 + 16 * v, cols - 16 * v, count);
         t[v] = rows[i].sign > 0 ? _mm512_add_epi32(t[v], corr) : _mm512_sub_epi32(t[v], corr);
       }
     }
@@ -256,13 +266,10 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
   }
 }
 
-using FusedTileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
-                             const std::int32_t*, const FusedRow*, const ByteWriter&, int, std::int64_t, std::int8_t*,
-                             std::int64_t, std::int64_t);
-
+template <class Rows>
 struct FusedTile {
   template <int RT, int CT>
-  static FusedTileFn fn() { return tile_kernel_fused<RT, CT>; }
+  static auto fn() { return tile_kernel_fused<Rows, RT, CT>; }
 };
 
 // xb[c] = x . B[:, c] for rank 1: B is one contiguous column, so 64 k per step; xu is x + 128.
@@ -428,9 +435,10 @@ __m512i rank_product(const RankSplit& s, const RankLanes& lanes, __m512i raw0, _
   return _mm512_sub_epi32(sum, a_bias);
 }
 
-// A row of a block whose rank-2..8 epilogue runs in the tile's registers: its member's A,
-// 2^bias times the sums of A's rows, and x . B split (the block's rows share one bias); a null
-// A when the row is unperturbed.
+// The rows of a block whose epilogue runs in the tile's registers, at rank R in 2 .. 8: each
+// row's member's A, 2^bias times the sums of A's rows and x . B split (the block's rows share one
+// bias), or a null A when the row is unperturbed; correction as Rank1Rows's (as
+// row_rank_n_int32).
 struct FusedRankRow {
   const std::int8_t* a = nullptr;
   const std::int32_t* a_bias = nullptr;
@@ -438,45 +446,15 @@ struct FusedRankRow {
   int sign = 0;
 };
 
-// tile_kernel_fused for ranks 2 .. 8: each perturbed row adds s floor(p / 2^S) (as
-// row_rank_n_int32) to its accumulators before its bytes are stored.
-template <int RT, int CT, int R>
-void tile_kernel_fused_rank(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
-                            std::int64_t n_groups, const std::int32_t* bias, const FusedRankRow* rows,
-                            const RankLanes& lanes, const ByteWriter& writer, int shift, std::int64_t a0, std::int8_t* y,
-                            std::int64_t y_stride, std::int64_t cols) {
-  __m512i c[RT * CT];
-  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
-  const __m128i count = _mm_cvtsi32_si128(shift);
-  const __mmask64 mask = byte_mask(cols);
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i) {
-    __m512i t[4];
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) t[v] = v < CT ? c[i * CT + (v < CT ? v : 0)] : _mm512_setzero_si512();
-    if (rows[i].sign != 0) {
-#pragma GCC unroll 4
-      for (int v = 0; v < CT; ++v) {
-        const std::int64_t av = a0 + 16 * v;
-        __m512i raw0, raw1;
-        load_a_rows<R>(rows[i].a, av, cols - 16 * v, raw0, raw1);
-        const __m512i p = rank_product<R>(rows[i].split, lanes, raw0, raw1, _mm512_loadu_si512(rows[i].a_bias + av));
-        const __m512i corr = _mm512_sra_epi32(p, count);
-        t[v] = rows[i].sign > 0 ? _mm512_add_epi32(t[v], corr) : _mm512_sub_epi32(t[v], corr);
-      }
-    }
-    writer.store64(t, y + i * y_stride, mask);
-  }
-}
-
-using FusedRankTileFn = void (*)(const std::uint8_t*, std::int64_t, const std::int8_t*, std::int64_t, std::int64_t,
-                                 const std::int32_t*, const FusedRankRow*, const RankLanes&, const ByteWriter&, int,
-                                 std::int64_t, std::int8_t*, std::int64_t, std::int64_t);
-
 template <int R>
-struct FusedRankTile {
-  template <int RT, int CT>
-  static FusedRankTileFn fn() { return tile_kernel_fused_rank<RT, CT, R>; }
+struct RankRows {
+  using Row = FusedRankRow;
+  using Context = RankLanes;
+  static __m512i correction(const Row& row, const Context& lanes, std::int64_t av, std::int64_t count, __m128i shift) {
+    __m512i raw0, raw1;
+    load_a_rows<R>(row.a, av, count, raw0, raw1);
+    return _mm512_sra_epi32(rank_product<R>(row.split, lanes, raw0, raw1, _mm512_loadu_si512(row.a_bias + av)), shift);
+  }
 };
 
 // Calls fn(std::integral_constant<int, R>{}) for rank r = R in {2, 4, 8} (the ranks whose
@@ -891,38 +869,31 @@ void qmm_avx512_vnni(const QmmArgs& g) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       ahead.fill(g, i1, std::min(end, i1 + kRowBlock));
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
-      if (epi.fused_rows(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused)) {
+      // The block's tiles with the epilogue in registers (Rows: the fused rows' kind).
+      const auto fused_tiles = [&](auto kind, const auto* rows, const auto& context) {
+        using Rows = typename decltype(kind)::type;
         for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
           const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
           for (std::int64_t i = i0; i < i1; i += kRowTile) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-            kernel_for<FusedTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64, p.n_groups * 64,
-                                   p.n_groups, bias + b0 * 16, fused + (i - i0), epi.writer(), g.f->shift, b0 * 16,
-                                   g.y + i * g.m + b0 * 16, g.m, g.m - b0 * 16);
-          }
-        }
-        ahead.pump(-1);
-        add_addend(g, i0, i1);
-        continue;
-      }
-      const bool fused_by_rank = with_fused_rank(g.f->rank, [&](auto rank) {
-        constexpr int R = decltype(rank)::value;
-        if (!epi.fused_rank_rows<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused_rank)) return false;
-        for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
-          const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
-          for (std::int64_t i = i0; i < i1; i += kRowTile) {
-            ahead.pump(per_tile);
-            const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-            kernel_for<FusedRankTile<R>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
-                                                 p.n_groups * 64, p.n_groups, bias + b0 * 16, fused_rank + (i - i0),
-                                                 epi.lanes(), epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16,
-                                                 g.m, g.m - b0 * 16);
+            kernel_for<FusedTile<Rows>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+                                                p.n_groups * 64, p.n_groups, bias + b0 * 16, rows + (i - i0), context,
+                                                epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
+                                                g.m - b0 * 16);
           }
         }
         return true;
-      });
-      if (fused_by_rank) {
+      };
+      const bool fused_block =
+          epi.fused_rows(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused)
+              ? fused_tiles(std::type_identity<Rank1Rows>{}, fused, Rank1Rows::Context{})
+              : with_fused_rank(g.f->rank, [&](auto rank) {
+                  constexpr int R = decltype(rank)::value;
+                  return epi.fused_rank_rows<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused_rank) &&
+                         fused_tiles(std::type_identity<RankRows<R>>{}, fused_rank, epi.lanes());
+                });
+      if (fused_block) {
         ahead.pump(-1);
         add_addend(g, i0, i1);
         continue;
