@@ -1,10 +1,11 @@
 // AVX-512 helpers shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
-// cpu_float_avx512.cpp, cpu_int8_avx512.cpp): 16 x 16 transposes and the columns of a small
-// row-major block (the rank-r factors).
+// cpu_float_avx512.cpp, cpu_int8_avx512.cpp, cpu_int8_update_avx512.cpp): byte masks, 16 x 16
+// transposes and the columns of a small row-major block (the rank-r factors).
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace eggroll::avx512 {
@@ -13,6 +14,18 @@ namespace eggroll::avx512 {
 inline __mmask16 first_lanes(std::int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF)
                      : (count <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << count) - 1u));
+}
+
+// The first `count` bytes of 64 (0 <= count; 64 or more = all).
+inline __mmask64 byte_mask(std::int64_t count) {
+  return count >= 64 ? ~__mmask64{0} : (count <= 0 ? __mmask64{0} : (__mmask64{1} << count) - 1);
+}
+
+// Four bytes at p as one int32 (any alignment), for a broadcast.
+inline std::int32_t load_u32(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 // Whether columns() serves a rank above 1: powers of two up to 16.

@@ -28,16 +28,8 @@ constexpr int kColBlocks = 4;
 constexpr std::int64_t kRowBlock = 8 * kRowTile;
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
-
-__mmask64 byte_mask(std::int64_t count) {
-  return count >= 64 ? ~__mmask64{0} : (count <= 0 ? __mmask64{0} : (__mmask64{1} << count) - 1);
-}
-
-std::int32_t load_u32(const void* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using avx512::byte_mask;
+using avx512::load_u32;
 
 // The operands of one qmm call in the layouts the VNNI kernels read.
 // The buffers are the calling thread's, kept between calls (grow-only): every value is written
@@ -746,39 +738,6 @@ class RowEpilogue {
   RankLanes lanes_;
 };
 
-// z rows [a0, a0 + AT) x columns [b0, b0 + 32) += the term pairs [j0, j1): int32 in registers
-// (coef pair broadcast, vpdpwssd against Bp), then added into the int64 z (columns past n masked).
-template <int AT>
-void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1) {
-  __m512i c[AT * 2];
-#pragma GCC unroll 16
-  for (int e = 0; e < AT * 2; ++e) c[e] = _mm512_setzero_si512();
-  for (std::int64_t jp = j0; jp < j1; ++jp) {
-    const std::int16_t* bj = g.bp + (jp * g.n_pad + b0) * 2;
-    const __m512i w0 = _mm512_loadu_si512(bj), w1 = _mm512_loadu_si512(bj + 32);
-#pragma GCC unroll 8
-    for (int i = 0; i < AT; ++i) {
-      const __m512i cf = _mm512_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
-      c[2 * i] = _mm512_dpwssd_epi32(c[2 * i], cf, w0);
-      c[2 * i + 1] = _mm512_dpwssd_epi32(c[2 * i + 1], cf, w1);
-    }
-  }
-  alignas(64) std::int32_t part[AT][32];  // stored first: GCC spills the accumulators otherwise
-#pragma GCC unroll 8
-  for (int i = 0; i < AT; ++i) {
-    _mm512_store_si512(part[i], c[2 * i]);
-    _mm512_store_si512(part[i] + 16, c[2 * i + 1]);
-  }
-  const std::int64_t cols = std::min<std::int64_t>(32, g.n - b0);
-  for (int i = 0; i < AT; ++i)
-    for (std::int64_t col = 0; col < cols; col += 8) {
-      const __mmask8 mask = static_cast<__mmask8>(byte_mask(cols - col));
-      std::int64_t* zp = g.z + (a0 + i) * g.n + b0 + col;
-      const __m512i part64 = _mm512_cvtepi32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(part[i] + col)));
-      _mm512_mask_storeu_epi64(zp, mask, _mm512_add_epi64(_mm512_maskz_loadu_epi64(mask, zp), part64));
-    }
-}
-
 // What the epilogue of a block of rows reads besides the accumulators: each member's factor
 // block (at one row per member every row has its own) and the addend's rows. The hardware
 // prefetchers do not see these coming, so the lines of the next row block are queued and asked
@@ -924,22 +883,6 @@ std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, 
   out->bias.resize(static_cast<std::size_t>(m_blocks * 16));
   for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.data(), out->bias.data(), blk);
   return out;
-}
-
-void update_avx512_vnni(const UpdateArgs& g) {
-  constexpr int kRows = 8;
-  using Fn = void (*)(const UpdateArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
-  static const Fn tiles[kRows] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>,
-                                  update_tile<5>, update_tile<6>, update_tile<7>, update_tile<8>};
-  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of Bp
-  const std::int64_t n_col_blocks = (g.n + 31) / 32, n_row_blocks = (g.m + kRows - 1) / kRows;
-#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
-  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
-    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
-      const std::int64_t a0 = rb * kRows;
-      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
-      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) tile(g, a0, cb * 32, j0, std::min(g.n_jp, j0 + g.chunk_jp));
-    }
 }
 
 }  // namespace eggroll::cpu_int8::detail
