@@ -343,8 +343,12 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
             pack_b_rows(blocks[k0 + k], n, r, static_cast<float>(weight[k0 + k]), e0, width, bp.data() + k * r * width);
           for (std::int64_t rt = rt0; rt < rt1; ++rt) {
             const std::int64_t a0 = rt * kTileRows, rows_here = std::min(kTileRows, m - a0);
-            // a[q] = &A_k[a0][c]: the tiles broadcast A's values from the blocks themselves.
-            for (std::int64_t q = 0; q < depth; ++q) a[q] = blocks[k0 + q / r] + (n + a0) * r + q % r;
+            // a[q] = &A_k[a0][c], q = (k - k0) r + c: the tiles broadcast A's values from the
+            // blocks themselves.
+            for (std::int64_t k = 0, q = 0; k < terms; ++k) {
+              const float* row = blocks[k0 + k] + (n + a0) * r;
+              for (std::int64_t c = 0; c < r; ++c) a[q++] = row + c;
+            }
             for (std::int64_t b0 = e0; b0 < std::min(n, e0 + width); b0 += kTileCols) {
               const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
               kTiles[rows_here](depth, a.data(), r, bp.data() + (b0 - e0), width, out + a0 * n + b0, n, m0, m1);
