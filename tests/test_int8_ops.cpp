@@ -432,6 +432,14 @@ TEST(Int8Random, GruExhaustiveAndLogLik) {
     std::memcpy(out, h.data() + 5, static_cast<std::size_t>(part));
     be.qgru_update(part, f.data() + 5, hh.data() + 5, out);
   });
+  // The update with the block's residual: h' as qgru_update, y = clip(x + h') as qadd (the
+  // reference runs the two ops), whole and partial.
+  const I8 x = rng.int8s(n, -128, 127);
+  for (const std::int64_t count : {n, part})
+    expect_all_levels_equal<std::int8_t>("qgru_update_add", 2 * count, [&](Backend& be, std::int8_t* out) {
+      std::memcpy(out, h.data(), static_cast<std::size_t>(count));
+      be.qgru_update_add(count, f.data(), hh.data(), out, x.data(), out + count);
+    });
   const std::int64_t rows = 37;
   const I8 logits = rng.int8s(rows * 256, -128, 127);
   std::vector<std::int32_t> targets(rows);

@@ -36,6 +36,8 @@ namespace eggroll::cpu_int8 {
             std::int64_t v_stride, std::int8_t* y);
   void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g);
   void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h);
+  void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h,
+                       const std::int8_t* x, std::int8_t* y);
   void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll);
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);

@@ -72,9 +72,10 @@ Tensor EggModel::forward(ForwardContext&, const Tensor&) {
 }
 
 // h' of the one-gate GRU: f = clip(MM(a, W_f) + MM(h, U_f) + b_f), g = floor((f + 127) h / 256),
-// hh = clip(MM(a, W_h) + MM(g, U_h) + b_h), h' = clip(h + floor((f + 127) (hh - h) / 256)).
-void EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor& h,
-                   const std::vector<std::int32_t>& tokens) const {
+// hh = clip(MM(a, W_h) + MM(g, U_h) + b_h), h' = clip(h + floor((f + 127) (hh - h) / 256)), into
+// h; returns the block's residual clip(x + h').
+Tensor EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor& h, const Tensor& x,
+                     const std::vector<std::int32_t>& tokens) const {
   const std::string b = block(l);
   const std::int64_t d = spec_.width;
   for (std::size_t row = 0; row < tokens.size(); ++row)
@@ -85,7 +86,10 @@ void EggModel::gru(ForwardContext& ctx, std::int64_t l, const Tensor& a, Tensor&
   ctx.backend.qgru_gate(h.numel(), f.data<std::int8_t>(), h.data<std::int8_t>(), g.data<std::int8_t>());
   Tensor hg = qlinear(ctx, params_.at(b + "gru.U_h"), g);
   Tensor hh = qlinear_add(ctx, params_.at(b + "gru.W_h"), a, &hg, &params_.at(b + "gru.b_h"));
-  ctx.backend.qgru_update(h.numel(), f.data<std::int8_t>(), hh.data<std::int8_t>(), h.data<std::int8_t>());
+  Tensor y = Tensor::uninitialized(DType::i8, x.shape());  // qgru_update_add writes every value
+  ctx.backend.qgru_update_add(h.numel(), f.data<std::int8_t>(), hh.data<std::int8_t>(), h.data<std::int8_t>(),
+                              x.data<std::int8_t>(), y.data<std::int8_t>());
+  return y;
 }
 
 Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& tokens, std::vector<Tensor>& state,
@@ -101,8 +105,7 @@ Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& toke
     check(h.dtype() == DType::i8 && h.dim(0) == rows && h.dim(1) == spec_.width, "egg step: state of layer ", l,
           " has shape ", shape_string(h.shape()), ", expected (", rows, ", ", spec_.width, ")");
     Tensor a = ql1_norm(ctx, x, params_.at(b + "ln1.weight"));
-    gru(ctx, l, a, h, tokens);
-    x = qadd(ctx, x, &h, nullptr);
+    x = gru(ctx, l, a, h, x, tokens);  // x + GRU(LN1(x)), the residual
     if (stats) (*stats)[2 * l] = layer_stats(h);
     Tensor up = qlinear(ctx, params_.at(b + "mlp.up"), ql1_norm(ctx, x, params_.at(b + "ln2.weight")));
     x = qlinear_add(ctx, params_.at(b + "mlp.down"), up, &x, nullptr);  // x + down, the residual

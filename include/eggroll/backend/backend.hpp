@@ -134,6 +134,14 @@ class Backend {
   // h' = clip(h + floor((f + 127) (hh - h) / 256)).
   virtual void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) = 0;
   virtual void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) = 0;
+  // qgru_update, then y = clip(x + h') over the same n values (the GRU block's residual add); a
+  // backend may do both a chunk at a time, while the chunk is in cache. The same bits as the two
+  // ops, which this default runs.
+  virtual void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h,
+                               const std::int8_t* x, std::int8_t* y) {
+    qgru_update(n, f, hh, h);
+    qadd({1, 1}, n, x, h, nullptr, 0, y);
+  }
   // Per-row log-likelihood of 2.5 in 1/16 bit: ll[row] = (logits[row][t] + 128) - LOG2(sum_u EXP2[l_u + 128]).
   virtual void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) = 0;
   // The discrete update's accumulator of 2.6 for one matrix: z (m, n) = sum_k d[k] A_k B_k^T over

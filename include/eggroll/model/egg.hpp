@@ -40,7 +40,8 @@ class EggModel final : public Model {
               std::vector<LayerStats>* stats = nullptr) const;
 
  private:
-  void gru(ForwardContext& ctx, std::int64_t layer, const Tensor& a, Tensor& h, const std::vector<std::int32_t>& tokens) const;
+  Tensor gru(ForwardContext& ctx, std::int64_t layer, const Tensor& a, Tensor& h, const Tensor& x,
+             const std::vector<std::int32_t>& tokens) const;
   EggSpec spec_;
 };
 

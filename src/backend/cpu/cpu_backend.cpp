@@ -201,6 +201,10 @@ class CpuBackend final : public Backend {
   void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) override {
     cpu_int8::qgru_gate(n, f, h, g);
   }
+  void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h,
+                       const std::int8_t* x, std::int8_t* y) override {
+    cpu_int8::qgru_update_add(n, f, hh, h, x, y);
+  }
   void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) override {
     cpu_int8::qgru_update(n, f, hh, h);
   }

@@ -274,16 +274,36 @@ void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::
   });
 }
 
+namespace {
+
+// qgru_update over values [begin, end).
+void gru_update_range(bool avx512, std::int64_t begin, std::int64_t end, const std::int8_t* f, const std::int8_t* hh,
+                      std::int8_t* h) {
+#if defined(__x86_64__)
+  if (avx512) return detail::qgru_update_avx512(begin, end, f, hh, h);
+#endif
+  for (std::int64_t k = begin; k < end; ++k) {
+    const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
+    h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
+  }
+}
+
+}  // namespace
+
 void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) {
   const bool avx512 = current_level() == SimdChoice::avx512;
-  for_chunks(n, [&](std::int64_t begin, std::int64_t end) {
+  for_chunks(n, [&](std::int64_t begin, std::int64_t end) { gru_update_range(avx512, begin, end, f, hh, h); });
+}
+
+void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h, const std::int8_t* x,
+                     std::int8_t* y) {
+  const bool avx512 = current_level() == SimdChoice::avx512;
+  for_chunks(n, [&](std::int64_t begin, std::int64_t end) {  // the chunk's h' is still in L1 for the add
+    gru_update_range(avx512, begin, end, f, hh, h);
 #if defined(__x86_64__)
-    if (avx512) return detail::qgru_update_avx512(begin, end, f, hh, h);
+    if (avx512) return detail::qadd_row_avx512(end - begin, x + begin, h + begin, nullptr, y + begin);
 #endif
-    for (std::int64_t k = begin; k < end; ++k) {
-      const std::int32_t s = h[k] + (((std::int32_t{f[k]} + 127) * (std::int32_t{hh[k]} - h[k])) >> 8);
-      h[k] = static_cast<std::int8_t>(s < -127 ? -127 : (s > 127 ? 127 : s));
-    }
+    detail::add_row_scalar(end - begin, x + begin, h + begin, nullptr, y + begin);
   });
 }
 
