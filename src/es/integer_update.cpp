@@ -3,6 +3,7 @@
 // ceil(v sqrt(P' r) z_{1 - alpha_t / 2}). No optimizer state.
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 #include "eggroll/es/strategy.hpp"
 #include "eggroll/quant/qmath.hpp"
@@ -36,9 +37,9 @@ void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& v
 
 // Moves w by sign(Z) where |Z| >= threshold and Z != 0, then clips; returns how many moved.
 // Each value on its own, so the threads' split changes nothing.
-std::int64_t apply_moves(Param& p, const std::vector<std::int64_t>& z, std::int64_t threshold) {
+std::int64_t apply_moves(Param& p, const std::int64_t* z, std::int64_t threshold) {
   std::int8_t* w = p.value.data<std::int8_t>();
-  const std::int64_t count = static_cast<std::int64_t>(z.size());
+  const std::int64_t count = p.value.numel();
   std::int64_t moved = 0;
 #pragma omp parallel for schedule(static) reduction(+ : moved) if (count >= (std::int64_t{1} << 16))
   for (std::int64_t i = 0; i < count; ++i) {
@@ -74,19 +75,26 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   if (decided == 0) return;
 
   std::vector<Param*> live = live_params();
-  std::vector<std::vector<std::int64_t>> z;
-  for (Param* p : live) z.emplace_back(static_cast<std::size_t>(p->value.numel()), 0);
+  // Z per value, zeroed in parallel (tens of MB for the language model: one thread's memset
+  // would leave the other waiting).
+  std::vector<std::unique_ptr<std::int64_t[]>> z;
+  for (Param* p : live) {
+    const std::int64_t count = p->value.numel();
+    std::int64_t* zk = z.emplace_back(std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(count))).get();
+#pragma omp parallel for schedule(static) if (count >= (std::int64_t{1} << 16))
+    for (std::int64_t i = 0; i < count; ++i) zk[i] = 0;
+  }
   for_update_views(full_view, [&](PopulationView& view) {
     for (std::size_t k = 0; k < live.size(); ++k) {
       if (live[k]->low_rank())
-        accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].data());
+        accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].get());
       else
-        accumulate_vector(*noiser_, view, *live[k], d, z[k].data());
+        accumulate_vector(*noiser_, view, *live[k], d, z[k].get());
     }
   });
   std::int64_t moved = 0, total = 0;
   for (std::size_t k = 0; k < live.size(); ++k) {
-    moved += apply_moves(*live[k], z[k], live[k]->low_rank() ? u.threshold : vector_threshold);
+    moved += apply_moves(*live[k], z[k].get(), live[k]->low_rank() ? u.threshold : vector_threshold);
     total += live[k]->value.numel();
   }
   u.frac_moved = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0.0;
