@@ -195,9 +195,11 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
     // The factor blocks of the next block of rows, into L2: the store reads A_j a panel at a time
     // across the members of a block of rows, an order the hardware prefetcher cannot follow.
+    // (From the factors, not row_a: those rows may be another thread's, being prepared.)
     const float* fetched = nullptr;
     for (std::int64_t i = last; i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
-      const float* block = row_a[i] == nullptr ? nullptr : f.blocks[i / rows_per_member];
+      const std::int64_t j = i / rows_per_member;
+      const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == fetched) continue;
       for (std::int64_t e = 0; e < block_floats; e += 16) _mm_prefetch(reinterpret_cast<const char*>(block + e), _MM_HINT_T1);
       fetched = block;
