@@ -452,10 +452,11 @@ TEST(Int8Random, GruExhaustiveAndLogLik) {
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
   struct S { std::int64_t m, n, r, pairs; int max_d; };
-  // The AVX-512 level sums four terms per lane when every |d| <= 1 (17000 pairs of rank 4: two
-  // chunks of its int32 partial sums, each term at its largest, -128 * (127 + 128)); else pairs.
+  // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
+  // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
+  // its largest (-128 * (127 + 128)).
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
-              S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{3, 5, 4, 17000, 1}}) {
+              S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -466,7 +467,7 @@ TEST(Int8Random, UpdateAccumulate) {
     }
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
-    if (s.pairs == 17000)  // B = 127, A = -128
+    if (s.pairs >= 70000)  // B = 127, A = -128
       for (auto& b : storage) {
         std::fill(b.begin(), b.begin() + s.r * s.n, std::int8_t{127});
         std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{-128});
