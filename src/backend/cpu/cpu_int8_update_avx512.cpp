@@ -53,6 +53,32 @@ bool whole_pair(const std::vector<std::int64_t>& tk, const std::vector<std::int6
   return r == 4 && t + 3 < static_cast<std::int64_t>(tk.size()) && tc[t] == 0 && tk[t + 3] == tk[t];
 }
 
+// Whether the terms [t0, t0 + 64) are 16 whole pairs (t1 = t0 + 64 and each quad whole_pair).
+bool whole_pairs(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
+                 std::int64_t t0, std::int64_t t1) {
+  if (t1 - t0 != kPackTerms) return false;
+  for (std::int64_t t = t0; t < t1; t += 4)
+    if (!whole_pair(tk, tc, r, t)) return false;
+  return true;
+}
+
+// coef rows [a0, a1) x terms [t0, t0 + 64) of 16 whole pairs, 16 rows at a time: each pair's
+// A_k[a .. a + 16) (16 x 4 bytes, as they lie) is one vector, and a 16 x 16 transpose of 32-bit
+// values turns the 16 pairs' vectors into the 16 rows' 64 bytes.
+void pack_coef_whole(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t n,
+                     std::int64_t width, std::int64_t a0, std::int64_t a1, std::int64_t t0, std::int8_t* coef) {
+  for (std::int64_t a = a0; a < a1; a += 16) {
+    const std::int64_t count = std::min<std::int64_t>(16, a1 - a);
+    const __mmask16 valid = avx512::first_lanes(count);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q)
+      v[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(valid, blocks[tk[t0 + 4 * q]] + (n + a) * 4));
+    avx512::transpose16(v);
+    for (std::int64_t i = 0; i < count; ++i) _mm512_storeu_ps(coef + (a + i) * width + t0, v[i]);
+  }
+}
+
 Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
            const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc) {
   Quads g;
@@ -94,6 +120,10 @@ Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* co
       for (std::int64_t tb = 0; tb < term_blocks; ++tb) {
         const std::int64_t a0 = rb * kPackRows, a1 = std::min(m, a0 + kPackRows);
         const std::int64_t t0 = tb * kPackTerms, t1 = std::min(width, t0 + kPackTerms);
+        if (whole_pairs(tk, tc, r, t0, t1)) {
+          pack_coef_whole(blocks, tk, n, width, a0, a1, t0, g.coef.get());
+          continue;
+        }
         for (std::int64_t a = a0; a < a1; ++a) {
           std::int8_t* out = g.coef.get() + a * width;
           for (std::int64_t t = t0; t < t1;) {
