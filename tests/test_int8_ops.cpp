@@ -454,11 +454,12 @@ TEST(Int8Random, UpdateAccumulate) {
   struct S { std::int64_t m, n, r, pairs; int max_d; };
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
-  // its largest (-128 * (127 + 128)). 70 x 37 at rank 4: whole blocks of 16 pairs' A (transposed
-  // 16 rows at a time) with a partial block of rows after them, and a partial block of terms.
+  // its largest (-128 * (127 + 128)). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their
+  // A interleaved and transposed 16 rows at a time) with a partial block of rows after them, and
+  // a partial block of terms.
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
-              S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{3, 5, 4, 70000, 1},
-              S{3, 5, 2, 125000, 1}}) {
+              S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
+              S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;

@@ -46,34 +46,67 @@ struct Quads {
   std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's coef over a chunk
 };
 
-// A quad of four columns of one pair's rank-4 factors (terms (k, 0 .. 3)): its B and A bytes are
-// the block's own rows, so they are copied instead of gathered.
-bool whole_pair(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
-                std::int64_t t) {
-  return r == 4 && t + 3 < static_cast<std::int64_t>(tk.size()) && tc[t] == 0 && tk[t + 3] == tk[t];
-}
-
-// Whether the terms [t0, t0 + 64) are 16 whole pairs (t1 = t0 + 64 and each quad whole_pair).
-bool whole_pairs(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
-                 std::int64_t t0, std::int64_t t1) {
-  if (t1 - t0 != kPackTerms) return false;
-  for (std::int64_t t = t0; t < t1; t += 4)
-    if (!whole_pair(tk, tc, r, t)) return false;
+// A quad is simple when its four terms are whole pairs' columns in order: one pair's four
+// columns (rank 4), two pairs' two (rank 2) or four pairs' one (rank 1). Its bytes at factor row
+// j then come from the pairs' rows j as they lie, interleaved by quad_rows instead of gathered.
+bool simple_quad(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
+                 std::int64_t t) {
+  if ((r != 1 && r != 2 && r != 4) || t + 3 >= static_cast<std::int64_t>(tk.size())) return false;
+  for (std::int64_t e = 0; e < 4; e += r)
+    if (tc[t + e] != 0 || tk[t + e + r - 1] != tk[t + e]) return false;
   return true;
 }
 
-// coef rows [a0, a1) x terms [t0, t0 + 64) of 16 whole pairs, 16 rows at a time: each pair's
-// A_k[a .. a + 16) (16 x 4 bytes, as they lie) is one vector, and a 16 x 16 transpose of 32-bit
-// values turns the 16 pairs' vectors into the 16 rows' 64 bytes.
-void pack_coef_whole(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t n,
-                     std::int64_t width, std::int64_t a0, std::int64_t a1, std::int64_t t0, std::int8_t* coef) {
+// Whether the terms [t0, t1) are 16 simple quads (t1 = t0 + 64).
+bool simple_quads(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
+                  std::int64_t t0, std::int64_t t1) {
+  if (t1 - t0 != kPackTerms) return false;
+  for (std::int64_t t = t0; t < t1; t += 4)
+    if (!simple_quad(tk, tc, r, t)) return false;
+  return true;
+}
+
+// Lane i (i < count <= 16; zero past it) = the simple quad's four bytes at factor row j + i: the
+// terms t .. t + 3 of rows of r bytes each, interleaved from the 4 / r pairs by unpacks.
+__m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
+                  std::int64_t t, std::int64_t j, std::int64_t count) {
+  const auto row = [&](std::int64_t e) { return blocks[tk[t + e]] + j * r; };
+  if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), row(0));
+  __m128i d[4];
+  if (r == 2) {  // two pairs' 16-bit rows: 8 rows per half
+    const __mmask16 lo = static_cast<__mmask16>(byte_mask(2 * count)), hi = static_cast<__mmask16>(byte_mask(2 * count - 16));
+    const __m128i x0 = _mm_maskz_loadu_epi8(lo, row(0)), x1 = _mm_maskz_loadu_epi8(lo, row(2));
+    const __m128i y0 = _mm_maskz_loadu_epi8(hi, row(0) + 16), y1 = _mm_maskz_loadu_epi8(hi, row(2) + 16);
+    d[0] = _mm_unpacklo_epi16(x0, x1);
+    d[1] = _mm_unpackhi_epi16(x0, x1);
+    d[2] = _mm_unpacklo_epi16(y0, y1);
+    d[3] = _mm_unpackhi_epi16(y0, y1);
+  } else {  // four pairs' bytes
+    const __mmask16 valid = static_cast<__mmask16>(byte_mask(count));
+    const __m128i x0 = _mm_maskz_loadu_epi8(valid, row(0)), x1 = _mm_maskz_loadu_epi8(valid, row(1));
+    const __m128i x2 = _mm_maskz_loadu_epi8(valid, row(2)), x3 = _mm_maskz_loadu_epi8(valid, row(3));
+    const __m128i lo01 = _mm_unpacklo_epi8(x0, x1), hi01 = _mm_unpackhi_epi8(x0, x1);
+    const __m128i lo23 = _mm_unpacklo_epi8(x2, x3), hi23 = _mm_unpackhi_epi8(x2, x3);
+    d[0] = _mm_unpacklo_epi16(lo01, lo23);
+    d[1] = _mm_unpackhi_epi16(lo01, lo23);
+    d[2] = _mm_unpacklo_epi16(hi01, hi23);
+    d[3] = _mm_unpackhi_epi16(hi01, hi23);
+  }
+  const __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(d[0]), d[1], 1);
+  return _mm512_inserti32x4(_mm512_inserti32x4(v, d[2], 2), d[3], 3);
+}
+
+// coef rows [a0, a1) x terms [t0, t0 + 64) of 16 simple quads, 16 rows at a time: each quad's
+// rows a .. a + 16 are one vector (quad_rows), and a 16 x 16 transpose of 32-bit values turns the
+// 16 quads' vectors into the 16 rows' 64 bytes.
+void pack_coef_simple(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
+                      std::int64_t n, std::int64_t width, std::int64_t a0, std::int64_t a1, std::int64_t t0,
+                      std::int8_t* coef) {
   for (std::int64_t a = a0; a < a1; a += 16) {
     const std::int64_t count = std::min<std::int64_t>(16, a1 - a);
-    const __mmask16 valid = avx512::first_lanes(count);
     __m512 v[16];
 #pragma GCC unroll 16
-    for (int q = 0; q < 16; ++q)
-      v[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(valid, blocks[tk[t0 + 4 * q]] + (n + a) * 4));
+    for (int q = 0; q < 16; ++q) v[q] = _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count));
     avx512::transpose16(v);
     for (std::int64_t i = 0; i < count; ++i) _mm512_storeu_ps(coef + (a + i) * width + t0, v[i]);
   }
@@ -99,12 +132,9 @@ Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* co
 #pragma omp for schedule(static)
     for (std::int64_t q = 0; q < g.n_quads; ++q) {
       std::uint8_t* out = g.bq.get() + q * g.n_pad * 4;
-      if (whole_pair(tk, tc, r, 4 * q)) {  // B_k (n, 4) + 128, as it lies
-        const std::int8_t* bk = blocks[tk[4 * q]];
-        for (std::int64_t b = 0; b < g.n_pad * 4; b += 64) {
-          const __mmask64 valid = byte_mask(n * 4 - b);
-          _mm512_storeu_si512(out + b, _mm512_xor_si512(_mm512_maskz_loadu_epi8(valid, bk + b), flip));
-        }
+      if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
+        for (std::int64_t b = 0; b < g.n_pad; b += 16)
+          _mm512_storeu_si512(out + b * 4, _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
         continue;
       }
       std::fill(out, out + g.n_pad * 4, std::uint8_t{0});
@@ -120,14 +150,14 @@ Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* co
       for (std::int64_t tb = 0; tb < term_blocks; ++tb) {
         const std::int64_t a0 = rb * kPackRows, a1 = std::min(m, a0 + kPackRows);
         const std::int64_t t0 = tb * kPackTerms, t1 = std::min(width, t0 + kPackTerms);
-        if (whole_pairs(tk, tc, r, t0, t1)) {
-          pack_coef_whole(blocks, tk, n, width, a0, a1, t0, g.coef.get());
+        if (simple_quads(tk, tc, r, t0, t1)) {
+          pack_coef_simple(blocks, tk, r, n, width, a0, a1, t0, g.coef.get());
           continue;
         }
         for (std::int64_t a = a0; a < a1; ++a) {
           std::int8_t* out = g.coef.get() + a * width;
           for (std::int64_t t = t0; t < t1;) {
-            if (whole_pair(tk, tc, r, t)) {  // A_k[a][0 .. 3], four bytes as they lie
+            if (r == 4 && simple_quad(tk, tc, r, t)) {  // A_k[a][0 .. 3], four bytes as they lie
               std::memcpy(out + t, blocks[tk[t]] + (n + a) * 4, 4);
               t += 4;
               continue;
