@@ -1,0 +1,313 @@
+// The int8 matmul's row epilogue at the AVX-512 VNNI level, for cpu_int8_avx512.cpp (and only
+// files compiled with its -mavx512* flags): per thread, a row's int32 accumulators to output bytes,
+// with the member's low-rank correction, either in the tile's registers (the fused rows of a block)
+// or after the tile. Integer math throughout: every result equals the scalar level's bit for bit.
+#pragma once
+// GCC 12's AVX-512 headers trip false (maybe-)uninitialized warnings on their own _mm512_undefined
+// operands (GCC bug 105593), as in the files that include this one.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/avx512_columns.hpp"
+#include "backend/cpu/int8_correction_avx512.hpp"
+#include "backend/int8_ops.hpp"
+
+namespace eggroll::cpu_int8::detail {
+
+// qmm tiling: a tile is kRowTile rows x kColBlocks * 16 outputs of int32 accumulators in registers;
+// rows are processed in blocks of kRowBlock so a block's activations and a W panel stay in cache.
+constexpr int kRowTile = 6;
+constexpr int kColBlocks = 4;
+constexpr std::int64_t kRowBlock = 8 * kRowTile;
+
+// Grows v to at least n values (never shrinks, so a reused buffer is not cleared again).
+template <typename T>
+void ensure_size(std::vector<T>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
+
+// Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
+// the member's low-rank correction first when the member is perturbed.
+class RowEpilogue {
+ public:
+  RowEpilogue(const QmmArgs& g, std::int64_t m64)
+      : g_(g),
+        writer_(g.div),
+        corr_(static_cast<std::size_t>(m64 + 16)),
+        xb64_(static_cast<std::size_t>(g.f->rank)),
+        a_sum_stride_(m64 + 16),
+        lanes_(g.f->rank) {}
+
+  // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
+  // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
+  bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
+    const std::int64_t r = g_.f->rank;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      FusedRow& fr = rows[i - i0];
+      fr = FusedRow{};
+      if (mf.sign == 0) continue;
+      if (r != 1 || g_.n > 65536) return false;
+      xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, &fr.xb);
+      if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
+      fr.a = mf.a;
+      fr.sign = mf.sign;
+    }
+    return true;
+  }
+  // fused_rows for ranks 2, 4, 8 (rank R): true when every row of [i0, i1) is unperturbed or has
+  // sum_c |x . B[:, c]| < 2^23 (and n <= 65,536). The block's rows share one split (three bytes
+  // if any row needs them), so 2^bias sum_c A[a][c] is made once per factor block met, in slots
+  // 1 .. of a_sum_.
+  template <int R>
+  bool fused_rank_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride,
+                       FusedRankRow* rows) {
+    alignas(16) std::int32_t xb[kRowBlock][8] = {};
+    int splits = 2;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      FusedRankRow& fr = rows[i - i0];
+      fr = FusedRankRow{};
+      if (mf.sign == 0) continue;
+      if (g_.n > 65536) return false;
+      std::int32_t* xi = xb[i - i0];
+      if (g_.batch.rows_per_member > 1)
+        xb_transposed(mf.b, xu + (i - i0) * x_stride, x_stride, xi);
+      else
+        xb_rank_n(xu + (i - i0) * x_stride, g_.n, R, mf.b, xi);
+      std::int64_t total = 0;
+      for (int c = 0; c < R; ++c) total += xi[c] < 0 ? -std::int64_t{xi[c]} : xi[c];
+      if (total >= (1 << 23)) return false;
+      splits = std::max(splits, splits_needed(xi));
+      fr.a = mf.a;
+      fr.sign = mf.sign;
+    }
+    ensure_size(a_sum_, (i1 - i0 + 1) * a_sum_stride_);  // before any pointer into it is kept
+    std::int64_t slots = 0;
+    const std::int8_t* last_a = nullptr;
+    const std::int32_t* last_bias = nullptr;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      FusedRankRow& fr = rows[i - i0];
+      if (fr.sign == 0) continue;
+      if (fr.a != last_a) {
+        last_a = fr.a;
+        last_bias = fill_a_sums<R>(fr.a, ++slots, 8 * splits - 1);
+      }
+      fr.a_bias = last_bias;
+      fr.split = split_xb(xb[i - i0], splits);
+    }
+    return true;
+  }
+  const ByteWriter& writer() const { return writer_; }
+  const RankLanes& lanes() const { return lanes_; }
+
+  void row(std::int64_t i, const std::int32_t* acc, const std::uint8_t* xu, std::int64_t x_stride) {
+    const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+    std::int8_t* y = g_.y + i * g_.m;
+    const std::int64_t r = g_.f->rank;
+    if (mf.sign != 0 && r <= 8 && g_.n <= 65536) {
+      alignas(64) std::int32_t xb[16] = {};  // zero past the rank (split_xb reads 8)
+      if (r == 1)
+        xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+      else if (g_.batch.rows_per_member > 1)
+        xb_transposed(mf.b, xu, x_stride, xb);
+      else
+        xb_rank_n(xu, g_.n, r, mf.b, xb);
+      std::int64_t total = 0;
+      for (std::int64_t c = 0; c < r; ++c) total += xb[c] < 0 ? -std::int64_t{xb[c]} : xb[c];
+      if (total < (1 << 23)) {
+        if (r == 1) return row_rank1_int32(acc, xb[0], mf, y);
+        return with_rank_2_to_8(r, [&](auto rank) { row_rank_n_int32<decltype(rank)::value>(acc, xb, mf, y); });
+      }
+    }
+    if (mf.sign != 0) correction(mf, i, xu, x_stride);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        t[v] = _mm512_loadu_si512(acc + a0 + 16 * v);
+        if (mf.sign != 0) t[v] = add_correction(t[v], &corr_[a0 + 16 * v]);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
+    }
+  }
+
+ private:
+  // The int32 paths hold when n <= 65,536 (|acc| <= 2^30) and sum_c |xb[c]| < 2^23 (|p| < 2^30):
+  // acc + s floor(p / 2^S) then fits int32. Rank 1: p = xb A[a].
+  void row_rank1_int32(const std::int32_t* acc, std::int32_t xb, const MemberFactors& mf, std::int8_t* y) {
+    const __m512i xbv = _mm512_set1_epi32(xb);
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        const std::int64_t av = a0 + 16 * v;
+        const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av);
+        const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
+        const __m512i a32 = _mm512_loadu_si512(acc + av);
+        t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
+    }
+  }
+
+  // Calls fn(std::integral_constant<int, R>{}) for rank r = R in 2 .. 8.
+  template <class Fn>
+  static void with_rank_2_to_8(std::int64_t r, Fn&& fn) {
+    switch (r) {
+      case 2: return fn(std::integral_constant<int, 2>{});
+      case 3: return fn(std::integral_constant<int, 3>{});
+      case 4: return fn(std::integral_constant<int, 4>{});
+      case 5: return fn(std::integral_constant<int, 5>{});
+      case 6: return fn(std::integral_constant<int, 6>{});
+      case 7: return fn(std::integral_constant<int, 7>{});
+      default: return fn(std::integral_constant<int, 8>{});
+    }
+  }
+
+  // 2^shift sum_c A[a][c] for every output a (zero past m) into slot `slot` of a_sum_ (grown by
+  // the caller).
+  template <int R>
+  const std::int32_t* fill_a_sums(const std::int8_t* a_mat, std::int64_t slot, int shift) {
+    constexpr int kGroups = (R + 3) / 4;
+    std::int32_t* out = a_sum_.data() + slot * a_sum_stride_;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (std::int64_t av = 0; av < g_.m; av += 16) {
+      __m512i raw0, raw1, sum = _mm512_setzero_si512();
+      load_a_rows<R>(a_mat, av, g_.m - av, raw0, raw1);
+      for (int cg = 0; cg < kGroups; ++cg) sum = _mm512_dpbusd_epi32(sum, ones, lanes_.of<R>(cg, raw0, raw1));
+      _mm512_storeu_si512(out + av, _mm512_slli_epi32(sum, static_cast<unsigned>(shift)));
+    }
+    return out;
+  }
+
+  // The sums of A's rows for the row epilogue, in slot 0, made once per factor block: the rows
+  // of a member (and of its antithetic partner) share it.
+  template <int R>
+  const std::int32_t* a_sums(const std::int8_t* a_mat) {
+    if (a_mat == a_sum_of_) return a_sum_.data();
+    ensure_size(a_sum_, a_sum_stride_);
+    a_sum_of_ = a_mat;
+    return fill_a_sums<R>(a_mat, 0, 0);
+  }
+
+  // Ranks 2 .. 8 in int32 (rank_product), from the stored accumulators.
+  template <int R>
+  void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
+    const RankSplit split = split_xb(xb, splits_needed(xb));
+    const std::int32_t* a_sum = a_sums<R>(mf.a);
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift), bias = _mm_cvtsi32_si128(split.bias);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
+      __m512i t[4];
+      for (int v = 0; v < 4; ++v) {
+        const std::int64_t av = a0 + 16 * v;
+        __m512i raw0, raw1;
+        load_a_rows<R>(mf.a, av, g_.m - av, raw0, raw1);
+        const __m512i p = rank_product<R>(split, lanes_, raw0, raw1, _mm512_sll_epi32(_mm512_loadu_si512(a_sum + av), bias));
+        const __m512i corr = _mm512_sra_epi32(p, count), a32 = _mm512_loadu_si512(acc + av);
+        t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
+      }
+      writer_.store64(t, y + a0, byte_mask(g_.m - a0));
+    }
+  }
+
+  // xb as xb_rank_n computes it (the same integers), for members with several rows: B^T (r rows
+  // of x_stride bytes, zero padded) and the column sums of B are made once per factor block (an
+  // antithetic pair's two members share one) and kept while the rows of that block last; each
+  // row then costs r dot products of 64 bytes per vpdpbusd. Writes xb[0 .. 4 ceil(r / 4)), zero
+  // past the rank.
+  void xb_transposed(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
+    const std::int64_t r = g_.f->rank, n = g_.n;
+    if (b != bt_of_) {
+      ensure_size(bt_, r * x_stride);
+      std::int8_t* bt = bt_.data();
+      if (r == 2 || r == 4 || r == 8) {
+        // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
+        // column's run stored to its row of B^T; loads past n are zero, so is the padding.
+        const std::int64_t per = 64 / r;
+        alignas(64) std::uint8_t idx_bytes[64];
+        for (std::int64_t c = 0; c < r; ++c)
+          for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
+        const __m512i idx = _mm512_load_si512(idx_bytes);
+        alignas(64) std::int8_t grouped[64];
+        for (std::int64_t k = 0; k < x_stride; k += per) {
+          const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r);
+          _mm512_store_si512(grouped, _mm512_permutexvar_epi8(idx, raw));
+          for (std::int64_t c = 0; c < r; ++c) std::memcpy(bt + c * x_stride + k, grouped + c * per, static_cast<std::size_t>(per));
+        }
+      } else {
+        std::fill(bt, bt + r * x_stride, std::int8_t{0});
+        for (std::int64_t c = 0; c < r; ++c)
+          for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
+      }
+      const __m512i ones = _mm512_set1_epi8(1);
+      for (std::int64_t c = 0; c < r; ++c) {
+        __m512i sum = _mm512_setzero_si512();
+        for (std::int64_t k = 0; k < x_stride; k += 64)
+          sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(bt + c * x_stride + k));
+        col_sum_[c] = _mm512_reduce_add_epi32(sum);
+      }
+      bt_of_ = b;
+    }
+    with_rank_2_to_8(r, [&](auto rank) {  // the rank as a constant keeps the sums in registers
+      constexpr int R = decltype(rank)::value, kGroups = (R + 3) / 4;
+      __m512i dot[4 * kGroups];
+      for (int c = 0; c < 4 * kGroups; ++c) dot[c] = _mm512_setzero_si512();
+      for (std::int64_t k = 0; k < x_stride; k += 64) {
+        const __m512i xv = _mm512_loadu_si512(xu + k);
+        for (int c = 0; c < R; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
+      }
+      // Modulo 2^32, as xb_rank_n (the true xb fits int32), 4 ranks per vector (zero past the
+      // rank): one wide store, which the split's wide loads read without a forwarding stall.
+      for (int cg = 0; cg < kGroups; ++cg) {
+        const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
+        const __m128i sums = lane_sums4(dot[4 * cg], dot[4 * cg + 1], dot[4 * cg + 2], dot[4 * cg + 3]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + 4 * cg), _mm_sub_epi32(sums, col));
+      }
+    });
+  }
+
+  // saturate_int32(acc + corr) for 16 outputs.
+  static __m512i add_correction(__m512i acc, const std::int64_t* corr) {
+    const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(acc)), _mm512_loadu_si512(corr));
+    const __m512i hi =
+        _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(acc, 1)), _mm512_loadu_si512(corr + 8));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtsepi64_epi32(lo)), _mm512_cvtsepi64_epi32(hi), 1);
+  }
+
+  void correction(const MemberFactors& mf, std::int64_t i, const std::uint8_t* xu, std::int64_t x_stride) {
+    const std::int64_t r = g_.f->rank;
+    if (r > 16) {
+      lowrank_row_scalar(g_.m, g_.n, r, g_.f->shift, mf, g_.x + i * g_.n, xb64_.data(), corr_.data());
+      return;
+    }
+    alignas(64) std::int32_t xb[16];
+    if (r == 1)
+      xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+    else
+      xb_rank_n(xu, g_.n, r, mf.b, xb);
+    corr_from_xb(g_.m, r, g_.f->shift, mf.sign, mf.a, xb, corr_.data());
+  }
+
+  const QmmArgs& g_;
+  ByteWriter writer_;
+  std::vector<std::int64_t> corr_;  // (m64 + 16)
+  std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
+  std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
+  const std::int8_t* bt_of_ = nullptr;
+  std::int32_t col_sum_[8] = {};
+  // Sums of A's rows, slots of a_sum_stride_: slot 0 for the factor block a_sum_of_ (row
+  // epilogue), slots 1 .. for a fused block's factor blocks.
+  std::vector<std::int32_t> a_sum_;
+  std::int64_t a_sum_stride_;
+  const std::int8_t* a_sum_of_ = nullptr;
+  RankLanes lanes_;
+};
+
+}  // namespace eggroll::cpu_int8::detail
