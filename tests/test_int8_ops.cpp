@@ -484,6 +484,33 @@ TEST(Int8Random, UpdateAccumulate) {
   }
 }
 
+TEST(Int8Random, ApplyMoves) {
+  // z around the threshold (both signs, zero, far beyond it) and w at the clip's ends, at lengths
+  // with a partial vector and with several chunks; every threshold kind (below 1, 1, large).
+  Rng rng{12};
+  for (std::int64_t n : {1, 15, 17, 4096 + 33, 3 * 4096}) {
+    std::vector<std::int64_t> z(static_cast<std::size_t>(n));
+    for (auto& v : z) {
+      const std::int64_t t = static_cast<std::int64_t>(rng.next() % 7);
+      const std::int64_t pick[7] = {0, 5, -5, 4, -4, std::int64_t{1} << 40, -(std::int64_t{1} << 40)};
+      v = pick[t] + static_cast<std::int64_t>(rng.next() % 3) - 1;
+    }
+    const I8 w0 = rng.int8s(n, -127, 127);
+    I8 w_edges = w0;
+    for (std::int64_t i = 0; i < n; i += 3) w_edges[i] = static_cast<std::int8_t>(i % 2 ? 127 : -127);
+    for (std::int64_t threshold : {std::int64_t{-3}, std::int64_t{0}, std::int64_t{1}, std::int64_t{5}, std::int64_t{1} << 50})
+      for (const I8* w : std::vector<const I8*>{&w0, &w_edges}) {
+        std::int64_t want_moved = -1;
+        expect_all_levels_equal<std::int8_t>("qapply_moves", n, [&](Backend& be, std::int8_t* out) {
+          std::copy(w->begin(), w->end(), out);
+          const std::int64_t moved = be.qapply_moves(n, z.data(), threshold, out);
+          if (want_moved < 0) want_moved = moved;
+          EXPECT_EQ(want_moved, moved) << "n " << n << " threshold " << threshold;
+        });
+      }
+  }
+}
+
 TEST(Int8Random, ThreadsAndBatchSplitDoNotChangeBits) {
   Rng rng{6};
   const std::int64_t members = 37, m = 130, n = 1000, r = 2;

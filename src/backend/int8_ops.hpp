@@ -22,6 +22,7 @@ namespace eggroll::reference_int8 {
   void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll);
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+  std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w);
 }  // namespace eggroll::reference_int8
 
 namespace eggroll::cpu_int8 {
@@ -41,6 +42,7 @@ namespace eggroll::cpu_int8 {
   void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll);
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+  std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w);
 // The SIMD level the cpu int8 kernels use ("avx512_vnni", "avx2" or "scalar"), chosen once at
 // run time; set_level forces a lower one (tests, run.simd).
 const char* level();
@@ -143,6 +145,10 @@ void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b,
 // qgru_gate and qgru_update (backend.hpp) over values [begin, end) at the AVX-512 level.
 void qgru_gate_avx512(std::int64_t begin, std::int64_t end, const std::int8_t* f, const std::int8_t* h, std::int8_t* g);
 void qgru_update_avx512(std::int64_t begin, std::int64_t end, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h);
+// qapply_moves (backend.hpp) over values [begin, end) at the AVX-512 level, for a threshold >= 1;
+// returns how many changed.
+std::int64_t qapply_moves_avx512(std::int64_t begin, std::int64_t end, const std::int64_t* z, std::int64_t threshold,
+                                 std::int8_t* w);
 // One row of a perturbed rank-1 qembedding at the AVX-512 level: a = A_j[t][0], b = B_j (d).
 void qembedding_rank1_row_avx512(std::int64_t d, const std::int8_t* w, std::int8_t a, const std::int8_t* b, int sign,
                                  int shift, std::int8_t* y);

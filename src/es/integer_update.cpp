@@ -35,22 +35,6 @@ void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& v
                              blocks.data(), signs.data(), z);
 }
 
-// Moves w by sign(Z) where |Z| >= threshold and Z != 0, then clips; returns how many moved.
-// Each value on its own, so the threads' split changes nothing.
-std::int64_t apply_moves(Param& p, const std::int64_t* z, std::int64_t threshold) {
-  std::int8_t* w = p.value.data<std::int8_t>();
-  const std::int64_t count = p.value.numel();
-  std::int64_t moved = 0;
-#pragma omp parallel for schedule(static) reduction(+ : moved) if (count >= (std::int64_t{1} << 16))
-  for (std::int64_t i = 0; i < count; ++i) {
-    if (z[i] == 0 || std::llabs(z[i]) < threshold) continue;
-    const std::int32_t next = q::clip8(w[i] + (z[i] > 0 ? 1 : -1));
-    moved += next != w[i];
-    w[i] = static_cast<std::int8_t>(next);
-  }
-  return moved;
-}
-
 }  // namespace
 
 void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* full_view, EpochUpdate& u) {
@@ -94,7 +78,10 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   });
   std::int64_t moved = 0, total = 0;
   for (std::size_t k = 0; k < live.size(); ++k) {
-    moved += apply_moves(*live[k], z[k].get(), live[k]->low_rank() ? u.threshold : vector_threshold);
+    // Each value moves on its own, so the threads' split changes nothing.
+    moved += backend_->qapply_moves(live[k]->value.numel(), z[k].get(),
+                                    live[k]->low_rank() ? u.threshold : vector_threshold,
+                                    live[k]->value.data<std::int8_t>());
     total += live[k]->value.numel();
   }
   u.frac_moved = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0.0;

@@ -148,6 +148,10 @@ class Backend {
   // k in [0, n_pairs) (int64, exact), blocks in the layout above.
   virtual void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                                   const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) = 0;
+  // The discrete update's step of 2.6 over n values: w = clip(w + sign(z)) where z != 0 and
+  // |z| >= threshold, w unchanged elsewhere; returns how many values changed (a move against the
+  // clip changes nothing).
+  virtual std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) = 0;
 };
 
 // D_n of 2.1: 16 * floor(sqrt(n)).

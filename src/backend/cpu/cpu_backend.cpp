@@ -215,6 +215,9 @@ class CpuBackend final : public Backend {
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) override {
     cpu_int8::qupdate_accumulate(m, n, rank, n_pairs, blocks, d, z);
   }
+  std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) override {
+    return cpu_int8::qapply_moves(n, z, threshold, w);
+  }
 };
 
 }  // namespace

@@ -307,6 +307,32 @@ void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh
   });
 }
 
+// Chunks in parallel, each value on its own, so the threads change nothing; the count is an
+// integer sum. z != 0 and |z| >= threshold is |z| >= max(threshold, 1).
+std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) {
+  constexpr std::int64_t kChunk = 4096;
+  const bool avx512 = current_level() == SimdChoice::avx512;
+  const std::int64_t t = std::max<std::int64_t>(threshold, 1);
+  std::int64_t moved = 0;
+#pragma omp parallel for schedule(static) reduction(+ : moved) if (n > detail::kParallelMinWork)
+  for (std::int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) {
+    const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+#if defined(__x86_64__)
+    if (avx512) {
+      moved += detail::qapply_moves_avx512(begin, end, z, t, w);
+      continue;
+    }
+#endif
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int32_t step = z[i] >= t ? 1 : (z[i] <= -t ? -1 : 0);
+      const std::int32_t next = q::clip8(w[i] + step);
+      moved += next != w[i];
+      w[i] = static_cast<std::int8_t>(next);
+    }
+  }
+  return moved;
+}
+
 void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) {
   for (std::int64_t i = 0; i < rows; ++i)
     check(targets[i] >= 0 && targets[i] < 256, "qloglik: target ", targets[i], " at row ", i, ", expected 0 .. 255");

@@ -53,6 +53,29 @@ void qadd_row_avx512(std::int64_t d, const std::int8_t* a, const std::int8_t* b,
   }
 }
 
+// 16 values a time: a move up where z >= t, down where z <= -t (t >= 1), then the clip; the
+// changed lanes counted from a mask.
+std::int64_t qapply_moves_avx512(std::int64_t begin, std::int64_t end, const std::int64_t* z, std::int64_t threshold,
+                                 std::int8_t* w) {
+  const __m512i up_from = _mm512_set1_epi64(threshold), down_from = _mm512_set1_epi64(-threshold);
+  const __m512i one = _mm512_set1_epi32(1), lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  std::int64_t moved = 0;
+  for (std::int64_t k = begin; k < end; k += 16) {
+    const __mmask16 valid = end - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (end - k)) - 1u);
+    const __m512i z0 = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid), z + k);
+    const __m512i z1 = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid >> 8), z + k + 8);
+    const __mmask16 up = static_cast<__mmask16>(_mm512_cmpge_epi64_mask(z0, up_from) | (_mm512_cmpge_epi64_mask(z1, up_from) << 8));
+    const __mmask16 down = static_cast<__mmask16>(_mm512_cmple_epi64_mask(z0, down_from) | (_mm512_cmple_epi64_mask(z1, down_from) << 8));
+    const __m512i old = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, w + k));
+    __m512i next = _mm512_mask_add_epi32(old, up, old, one);
+    next = _mm512_mask_sub_epi32(next, down, next, one);
+    next = _mm512_min_epi32(_mm512_max_epi32(next, lo), hi);
+    moved += __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmpneq_epi32_mask(valid, next, old)));
+    _mm512_mask_cvtepi32_storeu_epi8(w + k, valid, next);
+  }
+  return moved;
+}
+
 namespace {
 // A stream's line 1 KB ahead (past the end of an array it is a harmless hint).
 void prefetch_ahead(const std::int8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T1); }

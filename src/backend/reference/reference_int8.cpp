@@ -160,4 +160,16 @@ void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::
   }
 }
 
+// Each value on its own, in order.
+std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) {
+  std::int64_t moved = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (z[i] == 0 || (z[i] < 0 ? -z[i] : z[i]) < threshold) continue;
+    const std::int32_t next = q::clip8(w[i] + (z[i] > 0 ? 1 : -1));
+    moved += next != w[i];
+    w[i] = static_cast<std::int8_t>(next);
+  }
+  return moved;
+}
+
 }  // namespace eggroll::reference_int8
