@@ -41,7 +41,13 @@ using avx512::load_u32;
 // One sign's terms, packed: term t = 4 q + e is (pair k, column c).
 struct Quads {
   std::int64_t m = 0, n = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_chunks = 0;
-  std::unique_ptr<std::uint8_t[]> bq;      // (n_quads, n_pad, 4): B_t[b] + 128, zero for a missing term
+  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 64, n_quads, 64, 4): B_t[b] + 128, zero for a missing term
+  // The 4 bytes of quad q at B row b: a column block's slice is contiguous, so a tile streams it
+  // (with rows of n_pad * 4 bytes, a multiple of 4 KiB at n = 1024 and more, every quad's line
+  // of the slice fell into the same few cache sets and the slice did not stay in L2).
+  std::uint8_t* quad_at(std::int64_t q, std::int64_t b) const {
+    return bq.get() + ((b / kCols) * n_quads + q) * kCols * 4 + (b % kCols) * 4;
+  }
   std::unique_ptr<std::int8_t[]> coef;     // (m, 4 n_quads): A_t[a], zero for a missing term
   std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's coef over a chunk
 };
@@ -131,16 +137,15 @@ Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* co
   {
 #pragma omp for schedule(static)
     for (std::int64_t q = 0; q < g.n_quads; ++q) {
-      std::uint8_t* out = g.bq.get() + q * g.n_pad * 4;
       if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
         for (std::int64_t b = 0; b < g.n_pad; b += 16)
-          _mm512_storeu_si512(out + b * 4, _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
+          _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
         continue;
       }
-      std::fill(out, out + g.n_pad * 4, std::uint8_t{0});
+      for (std::int64_t b = 0; b < g.n_pad; b += kCols) std::fill_n(g.quad_at(q, b), kCols * 4, std::uint8_t{0});
       for (std::int64_t e = 0; e < 4 && 4 * q + e < g.n_terms; ++e) {
         const std::int8_t* col = blocks[tk[4 * q + e]] + tc[4 * q + e];
-        for (std::int64_t b = 0; b < n; ++b) out[b * 4 + e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
+        for (std::int64_t b = 0; b < n; ++b) g.quad_at(q, b)[e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
       }
     }
     // coef in blocks of rows x terms, row by row: the block's factor rows stay in L1 and each row
@@ -192,8 +197,9 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
   const std::int8_t* coef = g.coef.get() + a0 * width;
+  const std::uint8_t* slice = g.quad_at(q0, b0);  // quad q's 64 columns at slice + 256 (q - q0)
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::uint8_t* bp = g.bq.get() + (q * g.n_pad + b0) * 4;
+    const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
     __m512i w[4];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) w[v] = _mm512_loadu_si512(bp + 64 * v);
