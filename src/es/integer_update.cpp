@@ -2,7 +2,6 @@
 // of d_k times the pair's noise product, and a move of sign(Z) when |Z| reaches the threshold
 // ceil(v sqrt(P' r) z_{1 - alpha_t / 2}). No optimizer state.
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
 #include "eggroll/es/strategy.hpp"
