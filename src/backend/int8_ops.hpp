@@ -153,6 +153,13 @@ std::int64_t qapply_moves_avx512(std::int64_t begin, std::int64_t end, const std
 void qembedding_rank1_row_avx512(std::int64_t d, const std::int8_t* w, std::int8_t a, const std::int8_t* b, int sign,
                                  int shift, std::int8_t* y);
 
+// One SIMD level's update tile: z rows [a0, a0 + its rows) x columns [b0, b0 + the level's
+// width) += the term pairs [j0, j1).
+using UpdateTileFn = void (*)(const UpdateArgs&, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1);
+// Runs a level's tiles over z (tiles[k] has k + 1 rows, k < tile_rows; tile_cols columns each),
+// column blocks outermost so that a thread's consecutive tiles reread one cached slice of Bp,
+// each tile over the term pairs in chunks of chunk_jp. Plain C++: the levels' files share it.
+void run_update_tiles(const UpdateArgs& g, int tile_rows, std::int64_t tile_cols, const UpdateTileFn* tiles);
 void update_scalar(const UpdateArgs& args);
 void update_avx2(const UpdateArgs& args);
 void update_avx512_vnni(const UpdateArgs& args);

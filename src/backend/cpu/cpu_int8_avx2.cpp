@@ -212,18 +212,8 @@ void qmm_avx2(const QmmArgs& g) {
 }
 
 void update_avx2(const UpdateArgs& g) {
-  constexpr int kRows = 4;
-  using Fn = void (*)(const UpdateArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
-  static const Fn tiles[kRows] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
-  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of Bp
-  const std::int64_t n_col_blocks = (g.n + 15) / 16, n_row_blocks = (g.m + kRows - 1) / kRows;
-#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
-  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
-    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
-      const std::int64_t a0 = rb * kRows;
-      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
-      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) tile(g, a0, cb * 16, j0, std::min(g.n_jp, j0 + g.chunk_jp));
-    }
+  static const UpdateTileFn tiles[4] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
+  run_update_tiles(g, 4, 16, tiles);
 }
 
 }  // namespace eggroll::cpu_int8::detail

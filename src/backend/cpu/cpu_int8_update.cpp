@@ -97,6 +97,18 @@ void update_scalar(const UpdateArgs& g) {
   }
 }
 
+void run_update_tiles(const UpdateArgs& g, int tile_rows, std::int64_t tile_cols, const UpdateTileFn* tiles) {
+  const std::int64_t n_col_blocks = (g.n + tile_cols - 1) / tile_cols, n_row_blocks = (g.m + tile_rows - 1) / tile_rows;
+#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
+  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
+    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
+      const std::int64_t a0 = rb * tile_rows;
+      const UpdateTileFn tile = tiles[std::min<std::int64_t>(tile_rows, g.m - a0) - 1];
+      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp)
+        tile(g, a0, cb * tile_cols, j0, std::min(g.n_jp, j0 + g.chunk_jp));
+    }
+}
+
 }  // namespace detail
 
 void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,

@@ -303,19 +303,9 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
 }
 
 void update_avx512_vnni(const UpdateArgs& g) {
-  constexpr int kRows = 8;
-  using Fn = void (*)(const UpdateArgs&, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
-  static const Fn tiles[kRows] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>,
-                                  update_tile<5>, update_tile<6>, update_tile<7>, update_tile<8>};
-  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of Bp
-  const std::int64_t n_col_blocks = (g.n + 31) / 32, n_row_blocks = (g.m + kRows - 1) / kRows;
-#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_jp > kParallelMinWork)
-  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
-    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
-      const std::int64_t a0 = rb * kRows;
-      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
-      for (std::int64_t j0 = 0; j0 < g.n_jp; j0 += g.chunk_jp) tile(g, a0, cb * 32, j0, std::min(g.n_jp, j0 + g.chunk_jp));
-    }
+  static const UpdateTileFn tiles[8] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>,
+                                        update_tile<5>, update_tile<6>, update_tile<7>, update_tile<8>};
+  run_update_tiles(g, 8, 32, tiles);
 }
 
 }  // namespace eggroll::cpu_int8::detail
