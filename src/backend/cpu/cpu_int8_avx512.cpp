@@ -280,7 +280,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
-    FusedRankRow fused_rank[kRowBlock];
+    PairRow fused_pair[kRowBlock];
     LineQueue ahead;
     ahead.fill(g, begin, std::min(end, begin + kRowBlock));
     ahead.pump(-1);
@@ -310,8 +310,12 @@ void qmm_avx512_vnni(const QmmArgs& g) {
               ? fused_tiles(std::type_identity<Rank1Rows>{}, fused, Rank1Rows::Context{})
               : with_fused_rank(g.f->rank, [&](auto rank) {
                   constexpr int R = decltype(rank)::value;
-                  return epi.fused_rank_rows<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused_rank) &&
-                         fused_tiles(std::type_identity<RankRows<R>>{}, fused_rank, epi.lanes());
+                  const RowEpilogue::Fused kind = epi.block_xb<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride);
+                  if (kind == RowEpilogue::Fused::no) return false;
+                  epi.fused_pair_rows<R>(i0, i1, kind == RowEpilogue::Fused::wide, fused_pair);
+                  return kind == RowEpilogue::Fused::wide
+                             ? fused_tiles(std::type_identity<PairRows<R, true>>{}, fused_pair, typename PairRows<R, true>::Context{})
+                             : fused_tiles(std::type_identity<PairRows<R, false>>{}, fused_pair, typename PairRows<R, false>::Context{});
                 });
       if (fused_block) {
         ahead.pump(-1);

@@ -1,7 +1,8 @@
 // The int8 matmul's low-rank correction and output bytes at the AVX-512 VNNI level, for
 // cpu_int8_avx512.cpp (and only files compiled with its -mavx512* flags): x . B, the rank
-// product's byte splits (ranks 2 to 8, the int32 case), the kinds of rows whose correction runs in
-// the tile's registers, and the byte writer clip(floor(t / D_n)). Integer math throughout: every
+// product's byte splits (ranks 2 to 8, the int32 case, for the row epilogue), the kinds of rows
+// whose correction runs in the tile's registers (rank 1, and ranks 2, 4, 8 in int16 pairs), and
+// the byte writer clip(floor(t / D_n)). Integer math throughout: every
 // result equals the scalar level's bit for bit.
 #pragma once
 // GCC 12's AVX-512 headers trip false (maybe-)uninitialized warnings on their own _mm512_undefined
@@ -117,6 +118,32 @@ inline void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, co
   for (; grp < n_groups; ++grp) step(grp, byte_mask(std::min<std::int64_t>(4, n - 4 * grp) * r), dot0, col0);
   const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot0, dot1), _mm512_slli_epi32(_mm512_add_epi32(col0, col1), 7));
   _mm512_mask_storeu_epi32(xb, static_cast<__mmask16>((1u << r) - 1), sum);
+}
+
+// dots[t S + c] = the 16 lanes of xu row t . bt row c (vpdpbusd sums over 64 bytes a step) for
+// t < T, c < R, rows of x_stride bytes (a multiple of 64); dots[t S + c] for R <= c < S are zero.
+// The T R sums advance together, B^T loaded once per step for all T rows; they are stored at the
+// end (a reduction straight from the registers makes GCC 12 copy every sum around in the loop).
+template <int R, int T, int S>
+void xb_dots(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* bt, std::int32_t (*dots)[16]) {
+  __m512i dot[T * R];
+#pragma GCC unroll 32
+  for (int e = 0; e < T * R; ++e) dot[e] = _mm512_setzero_si512();
+  for (std::int64_t k = 0; k < x_stride; k += 64) {
+    __m512i bv[R];
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) bv[c] = _mm512_loadu_si512(bt + c * x_stride + k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512i xv = _mm512_loadu_si512(xu + t * x_stride + k);
+#pragma GCC unroll 8
+      for (int c = 0; c < R; ++c) dot[t * R + c] = _mm512_dpbusd_epi32(dot[t * R + c], xv, bv[c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 8
+    for (int c = 0; c < S; ++c) _mm512_store_si512(dots[t * S + c], c < R ? dot[t * R + (c < R ? c : 0)] : _mm512_setzero_si512());
 }
 
 // corr[a] = s floor((xb . A[a]) / 2^shift) for a < m (int64; rows past m get 0). A block of ab
@@ -243,25 +270,86 @@ __m512i rank_product(const RankSplit& s, const RankLanes& lanes, __m512i raw0, _
   return _mm512_sub_epi32(sum, a_bias);
 }
 
-// The rows of a block whose epilogue runs in the tile's registers, at rank R in 2 .. 8: each
-// row's member's A, 2^bias times the sums of A's rows and x . B split (the block's rows share one
-// bias), or a null A when the row is unperturbed; correction as Rank1Rows's (as
-// row_rank_n_int32).
-struct FusedRankRow {
-  const std::int8_t* a = nullptr;
-  const std::int32_t* a_bias = nullptr;
-  RankSplit split;
+// ---- ranks 2, 4, 8: the rank product in int16 pairs ----
+// With every |xb[c]| < 2^15, p = sum_q (xb[2q], xb[2q+1]) . (A[a][2q], A[a][2q+1]) is one vpdpwssd
+// per pair of ranks on A widened to int16 (once per factor block), with no bytes to split and no
+// bias to take off: exact, as |p| < 8 2^15 127 < 2^23. Wider xb (sum_c |xb[c]| < 2^23, the
+// callers' condition) is split as xb = 2^15 hi + lo, lo in [0, 2^15) and |hi| <= 2^8, so that
+// p = 2^15 (hi . A[a]) + lo . A[a], both int16 pair products: exact modulo 2^32, and |p| < 2^30.
+struct PairRow {
+  const std::int16_t* a16 = nullptr;  // the member's A as int16 pairs (widen_a_pairs)
+  std::int32_t lo[4] = {};            // (xb[2q], xb[2q+1]) as two int16 per q < R / 2 (or their lo parts)
+  std::int32_t hi[4] = {};            // their hi parts (wide blocks only)
   int sign = 0;
 };
 
+// Whether every xb[c], c < R, fits int16.
 template <int R>
-struct RankRows {
-  using Row = FusedRankRow;
-  using Context = RankLanes;
-  static __m512i correction(const Row& row, const Context& lanes, std::int64_t av, std::int64_t count, __m128i shift) {
-    __m512i raw0, raw1;
-    load_a_rows<R>(row.a, av, count, raw0, raw1);
-    return _mm512_sra_epi32(rank_product<R>(row.split, lanes, raw0, raw1, _mm512_loadu_si512(row.a_bias + av)), shift);
+bool pairs_fit(const std::int32_t* xb) {
+  bool fit = true;
+  for (int c = 0; c < R; ++c) fit = fit && xb[c] >= -32768 && xb[c] <= 32767;
+  return fit;
+}
+
+// Two int16 as one int32 (the first in the low half).
+inline std::int32_t int16_pair(std::int32_t first, std::int32_t second) {
+  return static_cast<std::int32_t>((static_cast<std::uint32_t>(first) & 0xFFFFu) | (static_cast<std::uint32_t>(second) << 16));
+}
+
+// PairRow::lo (and hi, when wide) from xb[0 .. R).
+template <int R>
+void pack_pairs(const std::int32_t* xb, bool wide, PairRow& row) {
+  for (int q = 0; q < R / 2; ++q) {
+    const std::int32_t x0 = xb[2 * q], x1 = xb[2 * q + 1];
+    if (wide) {
+      row.lo[q] = int16_pair(x0 & 0x7FFF, x1 & 0x7FFF);
+      row.hi[q] = int16_pair(x0 >> 15, x1 >> 15);
+    } else {
+      row.lo[q] = int16_pair(x0, x1);
+    }
+  }
+}
+
+// A (m, R) as int16 pairs: for the 16 outputs from av, R / 2 vectors of 32 int16 at out + av R,
+// vector q's dword lane l = (A[av + l][2q], A[av + l][2q + 1]); zero past m (out holds 16 R
+// ceil(m / 16) values).
+template <int R>
+void widen_a_pairs(const std::int8_t* a, std::int64_t m, std::int16_t* out) {
+  static_assert(R == 2 || R == 4 || R == 8);
+  alignas(64) std::uint8_t idx[R / 2][64] = {};
+  for (int q = 0; q < R / 2; ++q)
+    for (int j = 0; j < 32; ++j) idx[q][j] = static_cast<std::uint8_t>((j / 2) * R + 2 * q + (j & 1));
+  for (std::int64_t av = 0; av < m; av += 16) {
+    const std::int64_t bytes = std::min<std::int64_t>(16, m - av) * R;
+    const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), a + av * R);
+    const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), a + av * R + 64) : raw0;
+    for (int q = 0; q < R / 2; ++q) {
+      const __m512i ix = _mm512_load_si512(idx[q]);
+      const __m512i picked = R > 4 ? _mm512_permutex2var_epi8(raw0, ix, raw1) : _mm512_permutexvar_epi8(ix, raw0);
+      _mm512_storeu_si512(out + av * R + 32 * q, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(picked)));
+    }
+  }
+}
+
+// The rows of a block whose epilogue runs in the tile's registers with the int16 pairs above
+// (Wide: xb split in hi and lo); correction as Rank1Rows's (as row_rank_n_int32, every value the
+// same).
+template <int R, bool Wide>
+struct PairRows {
+  using Row = PairRow;
+  struct Context {};
+  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
+    const std::int16_t* a = row.a16 + av * R;
+    __m512i p = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int q = 0; q < R / 2; ++q) p = _mm512_dpwssd_epi32(p, _mm512_set1_epi32(row.lo[q]), _mm512_loadu_si512(a + 32 * q));
+    if constexpr (Wide) {
+      __m512i h = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int q = 0; q < R / 2; ++q) h = _mm512_dpwssd_epi32(h, _mm512_set1_epi32(row.hi[q]), _mm512_loadu_si512(a + 32 * q));
+      p = _mm512_add_epi32(p, _mm512_slli_epi32(h, 15));
+    }
+    return _mm512_sra_epi32(p, shift);
   }
 };
 

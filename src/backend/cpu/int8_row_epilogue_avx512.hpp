@@ -42,7 +42,6 @@ class RowEpilogue {
         writer_(g.div),
         corr_(static_cast<std::size_t>(m64 + 16)),
         xb64_(static_cast<std::size_t>(g.f->rank)),
-        a_sum_stride_(m64 + 16),
         lanes_(g.f->rank) {}
 
   // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
@@ -52,7 +51,7 @@ class RowEpilogue {
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
       FusedRow& fr = rows[i - i0];
-      fr = FusedRow{};
+      fr.sign = 0;
       if (mf.sign == 0) continue;
       if (r != 1 || g_.n > 65536) return false;
       xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, &fr.xb);
@@ -62,51 +61,80 @@ class RowEpilogue {
     }
     return true;
   }
-  // fused_rows for ranks 2, 4, 8 (rank R): true when every row of [i0, i1) is unperturbed or has
-  // sum_c |x . B[:, c]| < 2^23 (and n <= 65,536). The block's rows share one split (three bytes
-  // if any row needs them), so 2^bias sum_c A[a][c] is made once per factor block met, in slots
-  // 1 .. of a_sum_.
+  // How the rows of a block at rank R in 2, 4, 8 finish in the tile's registers: not at all (some
+  // row has sum_c |x . B[:, c]| >= 2^23, or n > 65,536), in int16 pairs (PairRows) when every
+  // |x . B[:, c]| < 2^15, else in int16 pairs of x . B split in two (wide).
+  enum class Fused { no, pairs, wide };
+
+  // x . B of each perturbed row of [i0, i1) into xb_ (rows of 8, zero past the rank), and the way
+  // the block's rows can finish.
   template <int R>
-  bool fused_rank_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride,
-                       FusedRankRow* rows) {
-    alignas(16) std::int32_t xb[kRowBlock][8] = {};
-    int splits = 2;
+  Fused block_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
+    if (g_.n > 65536) return Fused::no;
+    for (std::int64_t i = i0; i < i1; ++i) block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
+    if (g_.batch.rows_per_member > 1) {
+      // runs of rows with the same factor block, four rows at a time (two at rank 8)
+      constexpr int kTogether = R > 4 ? 2 : 4;
+      for (std::int64_t i = i0; i < i1;) {
+        const MemberFactors& mf = block_mf_[i - i0];
+        std::int64_t run = 1;
+        while (i + run < i1 && block_mf_[i + run - i0].b == mf.b && (block_mf_[i + run - i0].sign != 0) == (mf.sign != 0)) ++run;
+        if (mf.sign != 0) {
+          transpose_b(mf.b, x_stride);
+          std::int64_t t = 0;
+          for (; t + kTogether <= run; t += kTogether) {
+            std::int32_t* out[kTogether];
+            for (int u = 0; u < kTogether; ++u) out[u] = xb_[i - i0 + t + u];
+            xb_rows<R, kTogether>(xu + (i - i0 + t) * x_stride, x_stride, out);
+          }
+          for (; t < run; ++t) {
+            std::int32_t* out = xb_[i - i0 + t];
+            xb_rows<R, 1>(xu + (i - i0 + t) * x_stride, x_stride, &out);
+          }
+        }
+        i += run;
+      }
+    }
+    bool pairs = true;
     for (std::int64_t i = i0; i < i1; ++i) {
-      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
-      FusedRankRow& fr = rows[i - i0];
-      fr = FusedRankRow{};
+      const MemberFactors& mf = block_mf_[i - i0];
       if (mf.sign == 0) continue;
-      if (g_.n > 65536) return false;
-      std::int32_t* xi = xb[i - i0];
-      if (g_.batch.rows_per_member > 1)
-        xb_transposed(mf.b, xu + (i - i0) * x_stride, x_stride, xi);
-      else
-        xb_rank_n(xu + (i - i0) * x_stride, g_.n, R, mf.b, xi);
+      std::int32_t* xi = xb_[i - i0];
+      if (g_.batch.rows_per_member == 1) xb_rank_n(xu + (i - i0) * x_stride, g_.n, R, mf.b, xi);
       std::int64_t total = 0;
       for (int c = 0; c < R; ++c) total += xi[c] < 0 ? -std::int64_t{xi[c]} : xi[c];
-      if (total >= (1 << 23)) return false;
-      splits = std::max(splits, splits_needed(xi));
-      fr.a = mf.a;
-      fr.sign = mf.sign;
+      if (total >= (1 << 23)) return Fused::no;
+      pairs = pairs && pairs_fit<R>(xi);
     }
-    ensure_size(a_sum_, (i1 - i0 + 1) * a_sum_stride_);  // before any pointer into it is kept
-    std::int64_t slots = 0;
+    return pairs ? Fused::pairs : Fused::wide;
+  }
+
+  // The PairRows of [i0, i1) after block_xb (wide: its answer was Fused::wide): each factor block
+  // met has its A widened once, into a16_.
+  template <int R>
+  void fused_pair_rows(std::int64_t i0, std::int64_t i1, bool wide, PairRow* rows) {
+    const std::int64_t per_block = (g_.m + 15) / 16 * 16 * R;
+    ensure_size(a16_, (i1 - i0) * per_block);
+    std::int64_t used = 0;
     const std::int8_t* last_a = nullptr;
-    const std::int32_t* last_bias = nullptr;
+    const std::int16_t* last_a16 = nullptr;
     for (std::int64_t i = i0; i < i1; ++i) {
-      FusedRankRow& fr = rows[i - i0];
-      if (fr.sign == 0) continue;
-      if (fr.a != last_a) {
-        last_a = fr.a;
-        last_bias = fill_a_sums<R>(fr.a, ++slots, 8 * splits - 1);
+      const MemberFactors& mf = block_mf_[i - i0];
+      PairRow& pr = rows[i - i0];
+      pr.sign = mf.sign;
+      if (mf.sign == 0) continue;
+      if (mf.a != last_a) {
+        last_a = mf.a;
+        std::int16_t* out = a16_.data() + used;
+        used += per_block;
+        widen_a_pairs<R>(mf.a, g_.m, out);
+        last_a16 = out;
       }
-      fr.a_bias = last_bias;
-      fr.split = split_xb(xb[i - i0], splits);
+      pr.a16 = last_a16;
+      pack_pairs<R>(xb_[i - i0], wide, pr);
     }
-    return true;
   }
   const ByteWriter& writer() const { return writer_; }
-  const RankLanes& lanes() const { return lanes_; }
 
   void row(std::int64_t i, const std::int32_t* acc, const std::uint8_t* xu, std::int64_t x_stride) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
@@ -171,30 +199,22 @@ class RowEpilogue {
     }
   }
 
-  // 2^shift sum_c A[a][c] for every output a (zero past m) into slot `slot` of a_sum_ (grown by
-  // the caller).
+  // The sums of A's rows (zero past m) for the row epilogue, made once per factor block: the
+  // rows of a member (and of its antithetic partner) share them.
   template <int R>
-  const std::int32_t* fill_a_sums(const std::int8_t* a_mat, std::int64_t slot, int shift) {
+  const std::int32_t* a_sums(const std::int8_t* a_mat) {
+    if (a_mat == a_sum_of_) return a_sum_.data();
     constexpr int kGroups = (R + 3) / 4;
-    std::int32_t* out = a_sum_.data() + slot * a_sum_stride_;
+    ensure_size(a_sum_, (g_.m + 15) / 16 * 16);
     const __m512i ones = _mm512_set1_epi8(1);
     for (std::int64_t av = 0; av < g_.m; av += 16) {
       __m512i raw0, raw1, sum = _mm512_setzero_si512();
       load_a_rows<R>(a_mat, av, g_.m - av, raw0, raw1);
       for (int cg = 0; cg < kGroups; ++cg) sum = _mm512_dpbusd_epi32(sum, ones, lanes_.of<R>(cg, raw0, raw1));
-      _mm512_storeu_si512(out + av, _mm512_slli_epi32(sum, static_cast<unsigned>(shift)));
+      _mm512_storeu_si512(a_sum_.data() + av, sum);
     }
-    return out;
-  }
-
-  // The sums of A's rows for the row epilogue, in slot 0, made once per factor block: the rows
-  // of a member (and of its antithetic partner) share it.
-  template <int R>
-  const std::int32_t* a_sums(const std::int8_t* a_mat) {
-    if (a_mat == a_sum_of_) return a_sum_.data();
-    ensure_size(a_sum_, a_sum_stride_);
     a_sum_of_ = a_mat;
-    return fill_a_sums<R>(a_mat, 0, 0);
+    return a_sum_.data();
   }
 
   // Ranks 2 .. 8 in int32 (rank_product), from the stored accumulators.
@@ -223,54 +243,64 @@ class RowEpilogue {
   // row then costs r dot products of 64 bytes per vpdpbusd. Writes xb[0 .. 4 ceil(r / 4)), zero
   // past the rank.
   void xb_transposed(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
-    const std::int64_t r = g_.f->rank, n = g_.n;
-    if (b != bt_of_) {
-      ensure_size(bt_, r * x_stride);
-      std::int8_t* bt = bt_.data();
-      if (r == 2 || r == 4 || r == 8) {
-        // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
-        // column's run stored to its row of B^T; loads past n are zero, so is the padding.
-        const std::int64_t per = 64 / r;
-        alignas(64) std::uint8_t idx_bytes[64];
-        for (std::int64_t c = 0; c < r; ++c)
-          for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
-        const __m512i idx = _mm512_load_si512(idx_bytes);
-        alignas(64) std::int8_t grouped[64];
-        for (std::int64_t k = 0; k < x_stride; k += per) {
-          const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r);
-          _mm512_store_si512(grouped, _mm512_permutexvar_epi8(idx, raw));
-          for (std::int64_t c = 0; c < r; ++c) std::memcpy(bt + c * x_stride + k, grouped + c * per, static_cast<std::size_t>(per));
-        }
-      } else {
-        std::fill(bt, bt + r * x_stride, std::int8_t{0});
-        for (std::int64_t c = 0; c < r; ++c)
-          for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
-      }
-      const __m512i ones = _mm512_set1_epi8(1);
-      for (std::int64_t c = 0; c < r; ++c) {
-        __m512i sum = _mm512_setzero_si512();
-        for (std::int64_t k = 0; k < x_stride; k += 64)
-          sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(bt + c * x_stride + k));
-        col_sum_[c] = _mm512_reduce_add_epi32(sum);
-      }
-      bt_of_ = b;
-    }
-    with_rank_2_to_8(r, [&](auto rank) {  // the rank as a constant keeps the sums in registers
-      constexpr int R = decltype(rank)::value, kGroups = (R + 3) / 4;
-      __m512i dot[4 * kGroups];
-      for (int c = 0; c < 4 * kGroups; ++c) dot[c] = _mm512_setzero_si512();
-      for (std::int64_t k = 0; k < x_stride; k += 64) {
-        const __m512i xv = _mm512_loadu_si512(xu + k);
-        for (int c = 0; c < R; ++c) dot[c] = _mm512_dpbusd_epi32(dot[c], xv, _mm512_loadu_si512(bt_.data() + c * x_stride + k));
-      }
-      // Modulo 2^32, as xb_rank_n (the true xb fits int32), 4 ranks per vector (zero past the
-      // rank): one wide store, which the split's wide loads read without a forwarding stall.
-      for (int cg = 0; cg < kGroups; ++cg) {
-        const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
-        const __m128i sums = lane_sums4(dot[4 * cg], dot[4 * cg + 1], dot[4 * cg + 2], dot[4 * cg + 3]);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(xb + 4 * cg), _mm_sub_epi32(sums, col));
-      }
+    transpose_b(b, x_stride);
+    with_rank_2_to_8(g_.f->rank, [&](auto rank) {  // the rank as a constant keeps the sums in registers
+      xb_rows<decltype(rank)::value, 1>(xu, x_stride, &xb);
     });
+  }
+
+  // B^T and its column sums for xb_rows, unless they are b's already.
+  void transpose_b(const std::int8_t* b, std::int64_t x_stride) {
+    if (b == bt_of_) return;
+    const std::int64_t r = g_.f->rank, n = g_.n;
+    ensure_size(bt_, r * x_stride);
+    std::int8_t* bt = bt_.data();
+    if (r == 2 || r == 4 || r == 8) {
+      // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
+      // column's run stored to its row of B^T; loads past n are zero, so is the padding.
+      const std::int64_t per = 64 / r;
+      alignas(64) std::uint8_t idx_bytes[64];
+      for (std::int64_t c = 0; c < r; ++c)
+        for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
+      const __m512i idx = _mm512_load_si512(idx_bytes);
+      alignas(64) std::int8_t grouped[64];
+      for (std::int64_t k = 0; k < x_stride; k += per) {
+        const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r);
+        _mm512_store_si512(grouped, _mm512_permutexvar_epi8(idx, raw));
+        for (std::int64_t c = 0; c < r; ++c) std::memcpy(bt + c * x_stride + k, grouped + c * per, static_cast<std::size_t>(per));
+      }
+    } else {
+      std::fill(bt, bt + r * x_stride, std::int8_t{0});
+      for (std::int64_t c = 0; c < r; ++c)
+        for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (std::int64_t c = 0; c < r; ++c) {
+      __m512i sum = _mm512_setzero_si512();
+      for (std::int64_t k = 0; k < x_stride; k += 64)
+        sum = _mm512_dpbusd_epi32(sum, ones, _mm512_loadu_si512(bt + c * x_stride + k));
+      col_sum_[c] = _mm512_reduce_add_epi32(sum);
+    }
+    bt_of_ = b;
+  }
+
+  // xb[t] for T rows xu + t x_stride of the factor block in bt_ (transpose_b), their dot products
+  // advancing together (xb_dots), then summed modulo 2^32, as xb_rank_n (the true xb fits
+  // int32), 4 ranks per vector (zero past the rank): one wide store, which the pairs' loads read
+  // without a forwarding stall.
+  template <int R, int T>
+  void xb_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* const* xb) {
+    constexpr int kGroups = (R + 3) / 4;
+    alignas(64) std::int32_t dots[T * 4 * kGroups][16];
+    xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots);
+    for (int t = 0; t < T; ++t)
+      for (int cg = 0; cg < kGroups; ++cg) {
+        const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
+        const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
+        const __m128i sums = lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]),
+                                        _mm512_load_si512(d[3]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
+      }
   }
 
   // saturate_int32(acc + corr) for 16 outputs.
@@ -302,12 +332,14 @@ class RowEpilogue {
   std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
-  // Sums of A's rows, slots of a_sum_stride_: slot 0 for the factor block a_sum_of_ (row
-  // epilogue), slots 1 .. for a fused block's factor blocks.
-  std::vector<std::int32_t> a_sum_;
-  std::int64_t a_sum_stride_;
+  std::vector<std::int32_t> a_sum_;  // sums of A's rows for the factor block a_sum_of_ (a_sums)
   const std::int8_t* a_sum_of_ = nullptr;
   RankLanes lanes_;
+  // A fused block's rows: their factors and x . B (zero past the rank), and A as int16 pairs per
+  // factor block met (fused_pair_rows).
+  MemberFactors block_mf_[kRowBlock];
+  alignas(16) std::int32_t xb_[kRowBlock][8] = {};
+  std::vector<std::int16_t> a16_;
 };
 
 }  // namespace eggroll::cpu_int8::detail
