@@ -48,6 +48,21 @@ class RowEpilogue {
   // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
   bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
     const std::int64_t r = g_.f->rank;
+    if (r == 1 && g_.batch.rows_per_member > 1 && g_.n <= 65536) {  // x . B by runs of a member's rows
+      for (std::int64_t i = i0; i < i1; ++i) block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      runs_xb<1>(i0, i1, xu, x_stride);
+      for (std::int64_t i = i0; i < i1; ++i) {
+        const MemberFactors& mf = block_mf_[i - i0];
+        FusedRow& fr = rows[i - i0];
+        fr.sign = 0;
+        if (mf.sign == 0) continue;
+        fr.xb = xb_[i - i0][0];
+        if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
+        fr.a = mf.a;
+        fr.sign = mf.sign;
+      }
+      return true;
+    }
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
       FusedRow& fr = rows[i - i0];
@@ -72,29 +87,7 @@ class RowEpilogue {
   Fused block_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
     if (g_.n > 65536) return Fused::no;
     for (std::int64_t i = i0; i < i1; ++i) block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
-    if (g_.batch.rows_per_member > 1) {
-      // runs of rows with the same factor block, four rows at a time (two at rank 8)
-      constexpr int kTogether = R > 4 ? 2 : 4;
-      for (std::int64_t i = i0; i < i1;) {
-        const MemberFactors& mf = block_mf_[i - i0];
-        std::int64_t run = 1;
-        while (i + run < i1 && block_mf_[i + run - i0].b == mf.b && (block_mf_[i + run - i0].sign != 0) == (mf.sign != 0)) ++run;
-        if (mf.sign != 0) {
-          transpose_b(mf.b, x_stride);
-          std::int64_t t = 0;
-          for (; t + kTogether <= run; t += kTogether) {
-            std::int32_t* out[kTogether];
-            for (int u = 0; u < kTogether; ++u) out[u] = xb_[i - i0 + t + u];
-            xb_rows<R, kTogether>(xu + (i - i0 + t) * x_stride, x_stride, out);
-          }
-          for (; t < run; ++t) {
-            std::int32_t* out = xb_[i - i0 + t];
-            xb_rows<R, 1>(xu + (i - i0 + t) * x_stride, x_stride, &out);
-          }
-        }
-        i += run;
-      }
-    }
+    runs_xb<R>(i0, i1, xu, x_stride);
     bool pairs = true;
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors& mf = block_mf_[i - i0];
@@ -107,6 +100,34 @@ class RowEpilogue {
       pairs = pairs && pairs_fit<R>(xi);
     }
     return pairs ? Fused::pairs : Fused::wide;
+  }
+
+  // With several rows per member: x . B of each perturbed row of [i0, i1) (factors in block_mf_)
+  // into xb_, by runs of rows with the same factor block, several rows at a time.
+  template <int R>
+  void runs_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
+    if (g_.batch.rows_per_member == 1) return;
+    constexpr int kTogether = R == 1 ? 8 : (R > 4 ? 2 : 4);
+    for (std::int64_t i = i0; i < i1;) {
+      const MemberFactors& mf = block_mf_[i - i0];
+      std::int64_t run = 1;
+      while (i + run < i1 && block_mf_[i + run - i0].b == mf.b && (block_mf_[i + run - i0].sign != 0) == (mf.sign != 0))
+        ++run;
+      if (mf.sign != 0) {
+        transpose_b(mf.b, x_stride);
+        std::int64_t t = 0;
+        for (; t + kTogether <= run; t += kTogether) {
+          std::int32_t* out[kTogether];
+          for (int u = 0; u < kTogether; ++u) out[u] = xb_[i - i0 + t + u];
+          xb_rows<R, kTogether>(xu + (i - i0 + t) * x_stride, x_stride, out);
+        }
+        for (; t < run; ++t) {
+          std::int32_t* out = xb_[i - i0 + t];
+          xb_rows<R, 1>(xu + (i - i0 + t) * x_stride, x_stride, &out);
+        }
+      }
+      i += run;
+    }
   }
 
   // The PairRows of [i0, i1) after block_xb (wide: its answer was Fused::wide): each factor block
@@ -255,7 +276,10 @@ class RowEpilogue {
     const std::int64_t r = g_.f->rank, n = g_.n;
     ensure_size(bt_, r * x_stride);
     std::int8_t* bt = bt_.data();
-    if (r == 2 || r == 4 || r == 8) {
+    if (r == 1) {  // B is its own transpose
+      std::memcpy(bt, b, static_cast<std::size_t>(n));
+      std::fill(bt + n, bt + x_stride, std::int8_t{0});
+    } else if (r == 2 || r == 4 || r == 8) {
       // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
       // column's run stored to its row of B^T; loads past n are zero, so is the padding.
       const std::int64_t per = 64 / r;
@@ -290,6 +314,26 @@ class RowEpilogue {
   // without a forwarding stall.
   template <int R, int T>
   void xb_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* const* xb) {
+    if constexpr (R == 1) {  // one sum per row, four rows' reduced together
+      alignas(64) std::int32_t dots[T][16];
+      xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots);
+      const std::int32_t col = static_cast<std::int32_t>(static_cast<std::uint32_t>(col_sum_[0]) << 7);
+      if constexpr (T % 4 == 0) {
+        for (int t = 0; t < T; t += 4) {
+          alignas(16) std::int32_t sums[4];
+          _mm_store_si128(reinterpret_cast<__m128i*>(sums),
+                          _mm_sub_epi32(lane_sums4(_mm512_load_si512(dots[t]), _mm512_load_si512(dots[t + 1]),
+                                                   _mm512_load_si512(dots[t + 2]), _mm512_load_si512(dots[t + 3])),
+                                        _mm_set1_epi32(col)));
+          for (int u = 0; u < 4; ++u) xb[t + u][0] = sums[u];
+        }
+      } else {
+        for (int t = 0; t < T; ++t)
+          xb[t][0] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(_mm512_load_si512(dots[t]))) -
+                                               static_cast<std::uint32_t>(col));
+      }
+      return;
+    }
     constexpr int kGroups = (R + 3) / 4;
     alignas(64) std::int32_t dots[T * 4 * kGroups][16];
     xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots);
