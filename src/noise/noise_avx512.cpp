@@ -1,6 +1,6 @@
 // The noise fills at the AVX-512 level (compiled with -mavx512f/bw/vl/dq, chosen at run time by
 // noise_simd.cpp): Philox4x32-10 on 8 counter blocks per register, the normal table read by
-// gathers, the int8 table by a binary search in registers. Every output equals the scalar
+// gathers, the int8 table by word permutes of bucket tables. Every output equals the scalar
 // oracle's bit for bit (integer math and a sign-bit flip only).
 #if defined(__x86_64__)
 // GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_epi32, GCC PR 105593).
@@ -8,6 +8,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <immintrin.h>
+
+#include <cstdlib>
 
 #include "noise/noise_fill_range.hpp"
 #include "noise/noise_simd.hpp"
@@ -86,38 +88,64 @@ inline void store_normal(__m512i d, float* out) {
   store_unaligned(out, v);
 }
 
-// int8_from_bits of the 32 draws of a word register, without a table read: kInt8NormalTable is
-// non-decreasing with values 0..61, so the magnitude of index j is the largest v with
-// first_index[v] <= j, found by a 6-step binary search over v on 16-bit lanes.
+// int8_from_bits of the 32 draws of a word register, without a table read. kInt8NormalTable
+// (4096 entries, values 0..61, non-decreasing) rises by at most one inside each bucket of 32
+// entries below kTailStart, so there the magnitude of index j is the bucket's first value plus
+// one from the bucket's step on; the last 128 entries are read directly. A 128-entry table of
+// 16-bit values is four registers: two word permutes (vpermt2w, 64 entries each) and a blend.
+constexpr int kBucket = 32;
+constexpr int kTailStart = kNormalTableSize - 128;
+
 struct Int8Search {
-  __m512i first_index_lo, first_index_hi;  // first_index[0..31], first_index[32..63]
+  __m512i bucket[4];  // per bucket: its first value | its step's offset << 8 (kBucket: none)
+  __m512i tail[4];    // the last 128 entries
 };
 
-// first_index[v] = the first j with kInt8NormalTable[j] >= v (0xFFFF past the largest value).
-// Built on first use (not at load time: this file's code runs only on AVX-512 machines).
+// Built on first use (not at load time: this file's code runs only on AVX-512 machines), and
+// checked: a table without the bucket property stops the process rather than fill wrong values
+// (tests/test_noise_simd.cpp checks the property too).
 Int8Search int8_search() {
-  struct Table {
-    alignas(64) std::uint16_t first_index[64];
+  struct Tables {
+    alignas(64) std::uint16_t bucket[128], tail[128];
   };
-  static const Table table = [] {
-    Table t;
-    for (int v = 0, j = 0; v < 64; ++v) {
-      while (j < kNormalTableSize && kInt8NormalTable[j] < v) ++j;
-      t.first_index[v] = j < kNormalTableSize ? static_cast<std::uint16_t>(j) : 0xFFFF;
+  static const Tables tables = [] {
+    Tables t{};
+    for (int h = 0; h < kTailStart / kBucket; ++h) {
+      const std::int8_t* b = kInt8NormalTable + h * kBucket;
+      int step = kBucket;
+      for (int o = kBucket - 1; o >= 1; --o)
+        if (b[o] != b[o - 1]) step = o;
+      if (b[kBucket - 1] - b[0] > 1) std::abort();
+      t.bucket[h] = static_cast<std::uint16_t>(b[0] | step << 8);
     }
+    for (int i = 0; i < 128; ++i) t.tail[i] = static_cast<std::uint16_t>(kInt8NormalTable[kTailStart + i]);
     return t;
   }();
-  return {_mm512_load_si512(table.first_index), _mm512_load_si512(table.first_index + 32)};
+  Int8Search s;
+  for (int q = 0; q < 4; ++q) {
+    s.bucket[q] = _mm512_load_si512(tables.bucket + 32 * q);
+    s.tail[q] = _mm512_load_si512(tables.tail + 32 * q);
+  }
+  return s;
+}
+
+// table[index & 127] for 16-bit lanes.
+inline __m512i lookup128(const __m512i (&table)[4], __m512i index) {
+  const __m512i low = _mm512_permutex2var_epi16(table[0], index, table[1]);
+  const __m512i high = _mm512_permutex2var_epi16(table[2], index, table[3]);
+  return _mm512_mask_mov_epi16(low, _mm512_test_epi16_mask(index, _mm512_set1_epi16(64)), high);
 }
 
 inline void store_int8(const Int8Search& search, __m512i draws, std::int8_t* out) {
   const __m512i j = _mm512_and_si512(draws, _mm512_set1_epi16(kNormalTableSize - 1));
-  __m512i magnitude = _mm512_setzero_si512();
-  for (int bit = 5; bit >= 0; --bit) {
-    const __m512i candidate = _mm512_or_si512(magnitude, _mm512_set1_epi16(static_cast<short>(1 << bit)));
-    const __m512i start = _mm512_permutex2var_epi16(search.first_index_lo, candidate, search.first_index_hi);
-    magnitude = _mm512_mask_mov_epi16(magnitude, _mm512_cmpge_epu16_mask(j, start), candidate);
-  }
+  const __m512i entry = lookup128(search.bucket, _mm512_srli_epi16(j, 5));
+  const __mmask32 stepped = _mm512_cmpge_epu16_mask(_mm512_and_si512(j, _mm512_set1_epi16(kBucket - 1)),
+                                                    _mm512_srli_epi16(entry, 8));
+  const __m512i base = _mm512_and_si512(entry, _mm512_set1_epi16(0xFF));
+  __m512i magnitude = _mm512_mask_add_epi16(base, stepped, base, _mm512_set1_epi16(1));
+  // the tail: j - kTailStart is j's low 7 bits (kTailStart is a multiple of 128)
+  magnitude = _mm512_mask_mov_epi16(magnitude, _mm512_cmpge_epu16_mask(j, _mm512_set1_epi16(kTailStart)),
+                                    lookup128(search.tail, j));
   const __mmask32 negative = _mm512_movepi16_mask(draws);  // bit 15
   const __m512i v = _mm512_mask_sub_epi16(magnitude, negative, _mm512_setzero_si512(), magnitude);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(v));
