@@ -281,17 +281,19 @@ class RowEpilogue {
       std::fill(bt + n, bt + x_stride, std::int8_t{0});
     } else if (r == 2 || r == 4 || r == 8) {
       // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
-      // column's run stored to its row of B^T; loads past n are zero, so is the padding.
+      // column's run stored to its row of B^T by a masked store of the whole vector (the bytes
+      // masked off are not written, wherever they would land); loads past n are zero, so is the
+      // padding.
       const std::int64_t per = 64 / r;
       alignas(64) std::uint8_t idx_bytes[64];
       for (std::int64_t c = 0; c < r; ++c)
         for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
       const __m512i idx = _mm512_load_si512(idx_bytes);
-      alignas(64) std::int8_t grouped[64];
+      const __mmask64 run = byte_mask(per);
       for (std::int64_t k = 0; k < x_stride; k += per) {
-        const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r);
-        _mm512_store_si512(grouped, _mm512_permutexvar_epi8(idx, raw));
-        for (std::int64_t c = 0; c < r; ++c) std::memcpy(bt + c * x_stride + k, grouped + c * per, static_cast<std::size_t>(per));
+        const __m512i grouped = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r));
+        for (std::int64_t c = 0; c < r; ++c)
+          _mm512_mask_storeu_epi8(bt + c * x_stride + k - c * per, run << (c * per), grouped);
       }
     } else {
       std::fill(bt, bt + r * x_stride, std::int8_t{0});
