@@ -43,30 +43,33 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
-// out[c] = dot(x, bt + c n, n) for c < R: the same chains as dot, the R products advancing
-// together so that each block of x is loaded once.
-template <int R>
-inline void dots(const float* x, const float* bt, std::int64_t n, float* out) {
-  __m512 s[R][4];
-  for (int c = 0; c < R; ++c)
-    for (int q = 0; q < 4; ++q) s[c][q] = _mm512_setzero_ps();
-  std::int64_t k = 0;
-  for (; k + 64 <= n; k += 64)
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m512 xv = _mm512_loadu_ps(x + k + 16 * q);
-#pragma GCC unroll 16
-      for (int c = 0; c < R; ++c) s[c][q] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bt + c * n + k + 16 * q), s[c][q]);
-    }
-  for (; k < n; k += 16) {
+// out[t r + c] = x_t . bt_c for T rows x_t = x + t n and c < R (bt = B^T, (R, n)): one 16-lane
+// fused chain per (t, c) over blocks of 16 k (lane l takes k = 16 i + l, a masked tail), then its
+// lanes added as _mm512_reduce_add_ps does. Each row's sums take the same steps whatever T is, so
+// the order depends on n alone; T R chains advance together, so B^T and x are each loaded once
+// per block for all of them and the FMAs do not wait on each other.
+template <int R, int T>
+inline void dots_rows(const float* x, const float* bt, std::int64_t n, float* out) {
+  __m512 acc[T * R];
+#pragma GCC unroll 32
+  for (int e = 0; e < T * R; ++e) acc[e] = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < n; k += 16) {
     const __mmask16 mk = lanes(n - k);
-    const __m512 xv = _mm512_maskz_loadu_ps(mk, x + k);
+    __m512 bv[R];
 #pragma GCC unroll 16
-    for (int c = 0; c < R; ++c) s[c][0] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mk, bt + c * n + k), s[c][0]);
+    for (int c = 0; c < R; ++c) bv[c] = _mm512_maskz_loadu_ps(mk, bt + c * n + k);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mk, x + t * n + k);
+#pragma GCC unroll 16
+      for (int c = 0; c < R; ++c) acc[t * R + c] = _mm512_fmadd_ps(xv, bv[c], acc[t * R + c]);
+    }
   }
-#pragma GCC unroll 16
-  for (int c = 0; c < R; ++c)
-    out[c] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[c][0], s[c][1]), _mm512_add_ps(s[c][2], s[c][3])));
+  // stored before they are summed (summed from the registers, GCC 12 copies sums around in the loop)
+  alignas(64) float sums[T * R][16];
+#pragma GCC unroll 32
+  for (int e = 0; e < T * R; ++e) _mm512_store_ps(sums[e], acc[e]);
+  for (int e = 0; e < T * R; ++e) out[e] = _mm512_reduce_add_ps(_mm512_load_ps(sums[e]));
 }
 
 // out[c] = x . B[:, c] for c < r, B (n, r) row-major: the dot above for rank 1; for ranks the
@@ -114,20 +117,31 @@ inline void transpose_factor(const float* in, std::int64_t rows, std::int64_t r,
     for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
 }
 
-// out[c] = dot(x, bt + c n, n) for c < r, bt = B^T (r, n): the row's products from a transposed B.
-inline void xb_transposed(const float* x, const float* bt, std::int64_t n, std::int64_t r, float* out) {
+// out[t r + c] = x_t . B[:, c] for `rows` rows x_t = x + t n and c < r, bt = B^T (r, n): the
+// products from a transposed B, several rows at a time (dots_rows; any other rank: dot per value,
+// the same for every row too).
+inline void xb_transposed(const float* x, std::int64_t rows, const float* bt, std::int64_t n, std::int64_t r,
+                          float* out) {
+  const auto by_rows = [&](auto rank) {
+    constexpr int R = decltype(rank)::value, kTogether = 16 / R;
+    std::int64_t t = 0;
+    for (; t + kTogether <= rows; t += kTogether) dots_rows<R, kTogether>(x + t * n, bt, n, out + t * R);
+    for (; t < rows; ++t) dots_rows<R, 1>(x + t * n, bt, n, out + t * R);
+  };
   switch (r) {
-    case 2: return dots<2>(x, bt, n, out);
-    case 4: return dots<4>(x, bt, n, out);
+    case 2: return by_rows(std::integral_constant<int, 2>{});
+    case 4: return by_rows(std::integral_constant<int, 4>{});
+    case 8: return by_rows(std::integral_constant<int, 8>{});
     default:
-      for (std::int64_t c = 0; c < r; ++c) out[c] = dot(x, bt + c * n, n);
+      for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t c = 0; c < r; ++c) out[t * r + c] = dot(x + t * n, bt + c * n, n);
   }
 }
 
 // xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). One row: xb_row.
-// Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and each value is
-// dot(x[t], B[:, c]), which costs a quarter of the shuffles per row. The choice depends on the
-// rows per member of the forward (a property of the task), never on the batch or the threads.
+// Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and the rows'
+// products are xb_transposed's, with no shuffles per row. The choice depends on the rows per
+// member of the forward (a property of the task), never on the batch or the threads.
 inline void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n, std::int64_t r,
                       float* bt_scratch, float* xb) {
   if (rows == 1 || r == 1) {
@@ -135,7 +149,7 @@ inline void member_xb(const float* x, std::int64_t rows, const float* b, std::in
     return;
   }
   transpose_factor(b, n, r, bt_scratch);
-  for (std::int64_t t = 0; t < rows; ++t) xb_transposed(x + t * n, bt_scratch, n, r, xb + t * r);
+  xb_transposed(x, rows, bt_scratch, n, r, xb);
 }
 
 }  // namespace
@@ -213,9 +227,14 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
     }
     const float* block_of = nullptr;  // the factor block bt and at hold
-    for (std::int64_t i = first; i < last; ++i) {
-      if (row_a[i] == nullptr) continue;
+    for (std::int64_t i = first; i < last;) {
       const std::int64_t j = i / rows_per_member;
+      // this member's rows in [first, last)
+      const std::int64_t run = std::min(last, (j + 1) * rows_per_member) - i;
+      if (row_a[i] == nullptr) {
+        i += run;
+        continue;
+      }
       float* s = row_scale.get() + i * r;
       if (transposed) {
         if (block_of != f.blocks[j]) {
@@ -225,12 +244,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
           at_used += static_cast<std::size_t>(r * m);
           transpose_factor(block_of + n * r, m, r, at);
         }
-        row_a[i] = at;
-        xb_transposed(x + i * n, bt.data(), n, r, s);
+        for (std::int64_t t = 0; t < run; ++t) row_a[i + t] = at;
+        xb_transposed(x + i * n, run, bt.data(), n, r, s);
       } else {
-        xb_row(x + i * n, f.blocks[j], n, r, s);
+        for (std::int64_t t = 0; t < run; ++t) xb_row(x + (i + t) * n, f.blocks[j], n, r, s + t * r);
       }
-      for (std::int64_t c = 0; c < r; ++c) s[c] *= f.coef[j];
+      for (std::int64_t c = 0; c < run * r; ++c) s[c] *= f.coef[j];
+      i += run;
     }
   };
   cpu_sgemm::LowRankEpilogue e;
