@@ -9,7 +9,7 @@
 #endif
 #include <immintrin.h>
 
-#include <cstdlib>
+#include "eggroll/core/error.hpp"
 
 #include "noise/noise_fill_range.hpp"
 #include "noise/noise_simd.hpp"
@@ -102,7 +102,7 @@ struct Int8Search {
 };
 
 // Built on first use (not at load time: this file's code runs only on AVX-512 machines), and
-// checked: a table without the bucket property stops the process rather than fill wrong values
+// checked: a table without the bucket property is an error rather than wrong values
 // (tests/test_noise_simd.cpp checks the property too).
 Int8Search int8_search() {
   struct Tables {
@@ -115,7 +115,10 @@ Int8Search int8_search() {
       int step = kBucket;
       for (int o = kBucket - 1; o >= 1; --o)
         if (b[o] != b[o - 1]) step = o;
-      if (b[kBucket - 1] - b[0] > 1) std::abort();
+      if (b[kBucket - 1] - b[0] > 1)
+        throw_error("int8 noise table: entries ", h * kBucket, " to ", h * kBucket + kBucket - 1, " rise by ",
+                    b[kBucket - 1] - b[0], ", more than the AVX-512 lookup's one step per bucket; regenerate the "
+                    "table with scripts/gen_normal_table.py or widen the lookup's tail");
       t.bucket[h] = static_cast<std::uint16_t>(b[0] | step << 8);
     }
     for (int i = 0; i < 128; ++i) t.tail[i] = static_cast<std::uint16_t>(kInt8NormalTable[kTailStart + i]);
