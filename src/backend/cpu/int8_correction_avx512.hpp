@@ -320,9 +320,8 @@ void widen_a_pairs(const std::int8_t* a, std::int64_t m, std::int16_t* out) {
   for (int q = 0; q < R / 2; ++q)
     for (int j = 0; j < 32; ++j) idx[q][j] = static_cast<std::uint8_t>((j / 2) * R + 2 * q + (j & 1));
   for (std::int64_t av = 0; av < m; av += 16) {
-    const std::int64_t bytes = std::min<std::int64_t>(16, m - av) * R;
-    const __m512i raw0 = _mm512_maskz_loadu_epi8(byte_mask(bytes), a + av * R);
-    const __m512i raw1 = R > 4 ? _mm512_maskz_loadu_epi8(byte_mask(bytes - 64), a + av * R + 64) : raw0;
+    __m512i raw0, raw1;
+    load_a_rows<R>(a, av, m - av, raw0, raw1);
     for (int q = 0; q < R / 2; ++q) {
       const __m512i ix = _mm512_load_si512(idx[q]);
       const __m512i picked = R > 4 ? _mm512_permutex2var_epi8(raw0, ix, raw1) : _mm512_permutexvar_epi8(ix, raw0);

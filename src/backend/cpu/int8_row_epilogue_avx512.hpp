@@ -47,29 +47,19 @@ class RowEpilogue {
   // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
   // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
   bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
-    const std::int64_t r = g_.f->rank;
-    if (r == 1 && g_.batch.rows_per_member > 1 && g_.n <= 65536) {  // x . B by runs of a member's rows
-      for (std::int64_t i = i0; i < i1; ++i) block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
-      runs_xb<1>(i0, i1, xu, x_stride);
-      for (std::int64_t i = i0; i < i1; ++i) {
-        const MemberFactors& mf = block_mf_[i - i0];
-        FusedRow& fr = rows[i - i0];
-        fr.sign = 0;
-        if (mf.sign == 0) continue;
-        fr.xb = xb_[i - i0][0];
-        if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
-        fr.a = mf.a;
-        fr.sign = mf.sign;
-      }
-      return true;
-    }
+    const bool rank1 = g_.f->rank == 1 && g_.n <= 65536;
     for (std::int64_t i = i0; i < i1; ++i) {
-      const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
+      if (block_mf_[i - i0].sign != 0 && !rank1) return false;
+    }
+    if (rank1) runs_xb<1>(i0, i1, xu, x_stride);  // several rows per member: x . B by runs
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const MemberFactors& mf = block_mf_[i - i0];
       FusedRow& fr = rows[i - i0];
-      fr.sign = 0;
+      fr.sign = 0;  // field by field: a whole-struct copy here stalls on store forwarding
       if (mf.sign == 0) continue;
-      if (r != 1 || g_.n > 65536) return false;
-      xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, &fr.xb);
+      if (g_.batch.rows_per_member == 1) xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, xb_[i - i0]);
+      fr.xb = xb_[i - i0][0];
       if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
       fr.a = mf.a;
       fr.sign = mf.sign;
