@@ -60,6 +60,9 @@ inline void dots_rows(const float* x, const float* bt, std::int64_t n, float* ou
     for (int c = 0; c < R; ++c) bv[c] = _mm512_maskz_loadu_ps(mk, bt + c * n + k);
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
+      // the next T rows' values, which the caller's next call reads (x comes from memory: the
+      // previous layer's activations of a whole block of rows)
+      _mm_prefetch(reinterpret_cast<const char*>(x + (T + t) * n + k), _MM_HINT_T0);
       const __m512 xv = _mm512_maskz_loadu_ps(mk, x + t * n + k);
 #pragma GCC unroll 16
       for (int c = 0; c < R; ++c) acc[t * R + c] = _mm512_fmadd_ps(xv, bv[c], acc[t * R + c]);
