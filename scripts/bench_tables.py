@@ -2,16 +2,27 @@
 """Markdown tables from `eggroll bench --json FILE` records (forward, update, epoch suites).
 
     scripts/bench_tables.py forward.json [epoch.json ...]
+    scripts/bench_tables.py --median forward.json forward_2.json forward_3.json
 
 One table per suite: the case, plain inference and EGGROLL rows/s, their ratio, and the plain
 inference's multiply-add rate as G/s and as a fraction of the peak the run measured.
+
+With --median, the files are runs of the same suite (separate processes of one command) and
+each case's row is the run whose ratio is the median of the runs' ratios (the lower middle one
+for an even count), so a row's rates and ratio come from one process. On a shared machine a
+case can move by tens of percent between processes; the median of three is what
+docs/results.md reports.
 """
 import json
+import statistics
 import sys
-
 
 def rate(v):
     return f"{v / 1e6:.3f} M" if v >= 1e6 else f"{v / 1e3:.1f} k"
+
+
+def case_key(r):
+    return (r["model"], r["dtype"], r["population"], r["rank"], r["rows_per_member"], r["noise"])
 
 
 def table(records):
@@ -26,10 +37,34 @@ def table(records):
     return "\n".join(rows)
 
 
-def main(paths):
-    for path in paths:
-        with open(path) as f:
-            records = [r for r in json.load(f) if "ratio" in r and "inference_rows_per_s" in r]
+def load(path):
+    with open(path) as f:
+        return [r for r in json.load(f) if "ratio" in r and "inference_rows_per_s" in r]
+
+
+def medians(runs):
+    """Per case of the first run, the record of the run with the median ratio."""
+    by_case = [{case_key(r): r for r in run} for run in runs]
+    out = []
+    for first in runs[0]:
+        key = case_key(first)
+        same = [cases[key] for cases in by_case if key in cases]
+        if {r["suite"] for r in same} != {first["suite"]}:
+            sys.exit(f"bench_tables: the files mix suites for case {key}")
+        middle = statistics.median_low(r["ratio"] for r in same)
+        out.append(next(r for r in same if r["ratio"] == middle))
+    return out
+
+
+def main(args):
+    if args and args[0] == "--median":
+        runs = [load(p) for p in args[1:]]
+        if not runs or not runs[0]:
+            sys.exit(__doc__)
+        print(table(medians(runs)))
+        return
+    for path in args:
+        records = load(path)
         if records:
             print(table(records))
             print()
