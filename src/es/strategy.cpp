@@ -5,6 +5,29 @@
 #include <cmath>
 
 namespace eggroll {
+namespace {
+
+// sum_e (after[e] - before[e])^2 in double, in eight partial sums added in a fixed order (so the
+// same for any threads). One chain of dependent adds took milliseconds an epoch at a million
+// parameters, on one thread while the others waited.
+double squared_change(const float* before, const float* after, std::int64_t n) {
+  double part[8] = {};
+  std::int64_t e = 0;
+  for (; e + 8 <= n; e += 8)
+    for (int l = 0; l < 8; ++l) {
+      const double d = static_cast<double>(after[e + l]) - before[e + l];
+      part[l] += d * d;
+    }
+  for (; e < n; ++e) {
+    const double d = static_cast<double>(after[e]) - before[e];
+    part[0] += d * d;
+  }
+  double sum = 0.0;
+  for (double p : part) sum += p;
+  return sum;
+}
+
+}  // namespace
 
 Strategy::Strategy(ParamStore& params, const EsConfig& es, const OptimConfig& optim, std::uint64_t seed,
                    std::int64_t total_epochs, Backend& backend)
@@ -150,7 +173,7 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
     float* w = live[k]->value.data<float>();
     std::vector<float> before(w, w + live[k]->value.numel());
     optimizer_->apply(live[k]->name, w, grads[k].data<float>(), live[k]->value.numel(), u.lr);
-    for (std::size_t e = 0; e < before.size(); ++e) moved += (static_cast<double>(w[e]) - before[e]) * (w[e] - before[e]);
+    moved += squared_change(before.data(), w, live[k]->value.numel());
   }
   u.update_norm = std::sqrt(moved);
   u.updated = true;
