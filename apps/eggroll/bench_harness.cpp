@@ -15,12 +15,22 @@
 
 namespace eggroll::cli::benchlib {
 
-std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps) {
+std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps,
+                                        double min_sample_s) {
+  constexpr double kMaxCalls = 10000;
+  std::vector<int> calls(fns.size(), 1);
   for (int w = 0; w < 2; ++w)
-    for (const auto& fn : fns) fn();
+    for (std::size_t i = 0; i < fns.size(); ++i) {
+      const double s = seconds_of(fns[i]);
+      if (w == 1) calls[i] = static_cast<int>(std::clamp(std::ceil(min_sample_s / std::max(s, 1e-9)), 1.0, kMaxCalls));
+    }
   std::vector<std::vector<double>> times(fns.size());
   for (int r = 0; r < reps; ++r)
-    for (std::size_t i = 0; i < fns.size(); ++i) times[i].push_back(seconds_of(fns[i]));
+    for (std::size_t i = 0; i < fns.size(); ++i)
+      times[i].push_back(seconds_of([&] {
+                           for (int c = 0; c < calls[i]; ++c) fns[i]();
+                         }) /
+                         calls[i]);
   std::vector<double> out;
   for (auto& t : times) out.push_back(median(t));
   return out;
