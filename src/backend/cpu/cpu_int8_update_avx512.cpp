@@ -186,6 +186,23 @@ Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* co
   return g;
 }
 
+// z[0 .. min(count, 8)) += sign * the int32 of p32, widened to int64 (nothing past count).
+inline void add8_to_z(std::int64_t* z, std::int64_t count, __m256i p32, int sign) {
+  const __mmask8 mask = static_cast<__mmask8>(byte_mask(count));
+  const __m512i p64 = _mm512_cvtepi32_epi64(p32);
+  const __m512i old = _mm512_maskz_loadu_epi64(mask, z);
+  _mm512_mask_storeu_epi64(z, mask, sign > 0 ? _mm512_add_epi64(old, p64) : _mm512_sub_epi64(old, p64));
+}
+
+// z[0 .. min(count, 16)) += sign * the 16 int32 of p32, each half widened from the register. The
+// tiles store their sums and read each vector back whole: a narrower load from inside a wider
+// store is not forwarded and waits for the store to retire, which had cost the quad tile as
+// much as its multiply-adds at 256 quads.
+inline void add16_to_z(std::int64_t* z, std::int64_t count, __m512i p32, int sign) {
+  add8_to_z(z, count, _mm512_castsi512_si256(p32), sign);
+  if (count > 8) add8_to_z(z + 8, count - 8, _mm512_extracti64x4_epi64(p32, 1), sign);
+}
+
 // z rows [a0, a0 + RT) x columns [b0, b0 + 64) += sign * (the quads [q0, q1) of chunk ch): int32
 // in registers, then the +128's share taken out and the result added into the int64 z.
 template <int RT>
@@ -217,24 +234,12 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
-  // Each vector is read back whole (a narrower load from inside a wider store is not forwarded
-  // and waits for the store to retire: that had cost as much as the multiply-adds at 256 quads)
-  // and widened from the register, half by half.
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
-  const auto add_to_z = [&](std::int64_t* zc, std::int64_t count, __m256i p32) {
-    const __mmask8 mask = static_cast<__mmask8>(byte_mask(count));
-    const __m512i p64 = _mm512_cvtepi32_epi64(p32);
-    const __m512i old = _mm512_maskz_loadu_epi64(mask, zc);
-    _mm512_mask_storeu_epi64(zc, mask, sign > 0 ? _mm512_add_epi64(old, p64) : _mm512_sub_epi64(old, p64));
-  };
   for (int i = 0; i < RT; ++i) {
     const __m512i shift = _mm512_set1_epi32(g.rowsum[static_cast<std::size_t>((a0 + i) * g.n_chunks + ch)]);
     std::int64_t* zr = z + (a0 + i) * g.n + b0;
-    for (std::int64_t col = 0; col < cols; col += 16) {
-      const __m512i p32 = _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift);
-      add_to_z(zr + col, cols - col, _mm512_castsi512_si256(p32));
-      if (cols - col > 8) add_to_z(zr + col + 8, cols - col - 8, _mm512_extracti64x4_epi64(p32, 1));
-    }
+    for (std::int64_t col = 0; col < cols; col += 16)
+      add16_to_z(zr + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
   }
 }
 
@@ -279,12 +284,8 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
   }
   const std::int64_t cols = std::min<std::int64_t>(32, g.n - b0);
   for (int i = 0; i < AT; ++i)
-    for (std::int64_t col = 0; col < cols; col += 8) {
-      const __mmask8 mask = static_cast<__mmask8>(byte_mask(cols - col));
-      std::int64_t* zp = g.z + (a0 + i) * g.n + b0 + col;
-      const __m512i part64 = _mm512_cvtepi32_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(part[i] + col)));
-      _mm512_mask_storeu_epi64(zp, mask, _mm512_add_epi64(_mm512_maskz_loadu_epi64(mask, zp), part64));
-    }
+    for (std::int64_t col = 0; col < cols; col += 16)
+      add16_to_z(g.z + (a0 + i) * g.n + b0 + col, cols - col, _mm512_load_si512(part[i] + col), 1);
 }
 
 }  // namespace
