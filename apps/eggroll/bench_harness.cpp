@@ -19,10 +19,12 @@ std::vector<double> interleaved_medians(const std::vector<std::function<void()>>
                                         double min_sample_s) {
   constexpr double kMaxCalls = 10000;
   std::vector<int> calls(fns.size(), 1);
-  for (int w = 0; w < 2; ++w)
+  std::vector<double> warm(fns.size(), 0.0);
+  for (int w = 0; w < 2 || *std::min_element(warm.begin(), warm.end()) < kWarmupSeconds; ++w)
     for (std::size_t i = 0; i < fns.size(); ++i) {
       const double s = seconds_of(fns[i]);
-      if (w == 1) calls[i] = static_cast<int>(std::clamp(std::ceil(min_sample_s / std::max(s, 1e-9)), 1.0, kMaxCalls));
+      warm[i] += s;
+      if (w >= 1) calls[i] = static_cast<int>(std::clamp(std::ceil(min_sample_s / std::max(s, 1e-9)), 1.0, kMaxCalls));
     }
   std::vector<std::vector<double>> times(fns.size());
   for (int r = 0; r < reps; ++r)

@@ -32,11 +32,14 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
-// Runs every function twice as warm-up, then `reps` rounds of all of them in turn (interleaved,
-// so that a slow moment of a shared machine hits all of them alike); returns each one's median
-// time per call. A round times each function over as many calls in a row as make at least
-// min_sample_s (counted from its second warm-up call), so that a function of a fraction of a
-// millisecond is not timed by a single call's clock reads and scheduler ticks.
+// Warms every function up (rounds of one call each, at least two, until each has run for
+// kWarmupSeconds: a process's first case otherwise ran before the machine had settled), then
+// runs `reps` rounds of all of them in turn (interleaved, so that a slow moment of a shared
+// machine hits all of them alike); returns each one's median time per call. A round times each
+// function over as many calls in a row as make at least min_sample_s (counted from its last
+// warm-up call), so that a function of a fraction of a millisecond is not timed by a single
+// call's clock reads and scheduler ticks.
+inline constexpr double kWarmupSeconds = 0.1;
 inline constexpr double kMinSampleSeconds = 0.02;
 std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps,
                                         double min_sample_s = kMinSampleSeconds);
