@@ -284,7 +284,8 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
         reps);
     double second = t[1];
     if (update_only) {
-      update_s.erase(update_s.begin(), update_s.begin() + std::min<std::size_t>(2, update_s.size()));  // warm-up calls
+      // the first two (cold) calls dropped; the later warm-up calls run warm and count
+      update_s.erase(update_s.begin(), update_s.begin() + std::min<std::size_t>(2, update_s.size()));
       second = median(update_s);
     }
     const double rows = static_cast<double>(c.population * c.rows_per_member);

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   b->add_option("--suite", bench_args.suite, "peak | forward | update | epoch | lm | memory (default forward)")
       ->check(CLI::IsMember({"peak", "forward", "update", "epoch", "lm", "memory"}));
   b->add_flag("--quick", bench_args.quick, "A subset that runs in about a minute");
-  b->add_option("--reps", bench_args.reps, "Timed repetitions per case, after two warm-up calls; each repetition times as many calls in a row as make 20 ms (default 5)")
+  b->add_option("--reps", bench_args.reps, "Timed repetitions per case, after a warm-up of at least 0.1 s; each repetition times as many calls in a row as make 20 ms (default 5)")
       ->check(CLI::Range(1, 1000));
   b->add_option("--threads", bench_args.threads, "Threads (default: OpenMP's, OMP_NUM_THREADS)")->check(CLI::Range(1, 1024));
   b->add_option("--models", bench_args.models, "small, medium, large (default: the suite's sweep)")->delimiter(',');
