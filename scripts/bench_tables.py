@@ -38,8 +38,16 @@ def table(records):
 
 
 def load(path):
-    with open(path) as f:
-        return [r for r in json.load(f) if "ratio" in r and "inference_rows_per_s" in r]
+    try:
+        with open(path) as f:
+            records = json.load(f)
+    except OSError as e:
+        sys.exit(f"bench_tables: cannot read {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"bench_tables: {path} is not JSON ({e}); expected the file of `eggroll bench --json FILE`")
+    if not isinstance(records, list):
+        sys.exit(f"bench_tables: {path} holds no list of records; expected the file of `eggroll bench --json FILE`")
+    return [r for r in records if isinstance(r, dict) and "ratio" in r and "inference_rows_per_s" in r]
 
 
 def medians(runs):
@@ -59,8 +67,10 @@ def medians(runs):
 def main(args):
     if args and args[0] == "--median":
         runs = [load(p) for p in args[1:]]
-        if not runs or not runs[0]:
+        if not runs:
             sys.exit(__doc__)
+        if not runs[0]:
+            sys.exit(f"bench_tables: {args[1]} has no forward, update or epoch records")
         print(table(medians(runs)))
         return
     for path in args:
