@@ -451,22 +451,25 @@ TEST(Int8Random, GruExhaustiveAndLogLik) {
 
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
-  struct S { std::int64_t m, n, r, pairs; int max_d; };
+  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; };  // signs: 0 mixed, 1 mostly +, 2 all -
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
   // its largest (-128 * (127 + 128)). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their
   // A interleaved and transposed 16 rows at a time) with a partial block of rows after them, and
-  // a partial block of terms.
+  // a partial block of terms. Both signs are summed in one pass over z: also one sign only, and
+  // two chunks of + terms against one of - terms (90000 pairs, one in nine -).
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
-              S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}}) {
+              S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
+              S{3, 70, 4, 90000, 1, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
     for (std::int64_t k = 0; k < s.pairs; ++k) {
       storage.push_back(rng.int8s(s.r * (s.n + s.m), -128, 127));
       blocks.push_back(k % 5 == 4 ? nullptr : storage.back().data());
-      d.push_back(static_cast<std::int8_t>(k % 3 == 2 ? 0 : (k % 2 ? -s.max_d : s.max_d)));
+      const bool minus = s.signs == 0 ? k % 2 == 1 : (s.signs == 1 ? k % 9 == 0 : true);
+      d.push_back(static_cast<std::int8_t>(s.signs == 0 && k % 3 == 2 ? 0 : (minus ? -s.max_d : s.max_d)));
     }
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
