@@ -497,6 +497,50 @@ TEST(BackendOps, RowResultsDoNotDependOnTheBatch) {
   }
 }
 
+// Activations at every level: a value's result does not depend on where it lies in the array or
+// on the threads' split (the SIMD levels run whole vectors and a masked last one, never a scalar
+// tail), and extreme inputs (infinities, NaN, +-0, huge and tiny values) give what the scalar
+// functions give.
+TEST(BackendOps, ActivationValuesDoNotDependOnTheirPlace) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = values(40000, 91, -12.0f, 12.0f);  // past the parallel threshold
+  const std::vector<float> extremes = {0.0f, -0.0f, inf, -inf, kNan, 1e30f, -1e30f, 1e-40f, -1e-40f, 88.7f, -88.7f, 9.0f};
+  for (std::size_t i = 0; i < extremes.size(); ++i) x[i * 997] = extremes[i];
+  const std::int64_t n = static_cast<std::int64_t>(x.size());
+  auto ref = make_backend(BackendKind::reference);
+  auto be = make_backend(BackendKind::cpu);
+  const int saved = omp_get_max_threads();
+  for (const std::string& level : simd_levels(*be))
+  for (Activation a : {Activation::relu, Activation::tanh, Activation::gelu, Activation::silu}) {
+    be->set_simd(level);
+    SCOPED_TRACE(level + " " + activation_name(a));
+    std::vector<float> all(x.size()), expect(x.size());
+    ref->activation(a, n, x.data(), expect.data());
+    omp_set_num_threads(2);
+    be->activation(a, n, x.data(), all.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::isnan(expect[i]), std::isnan(all[i])) << "x = " << x[i];
+      if (std::isnan(expect[i]) || expect[i] == all[i]) continue;
+      // a few ulp of the input's scale (gelu's 1 + erf(x) cancels for x far below 0)
+      const float scale = std::max({1.0f, std::fabs(x[i]), std::fabs(expect[i])});
+      ASSERT_LE(std::fabs(expect[i] - all[i]), 4e-7f * scale) << "x = " << x[i];
+    }
+    omp_set_num_threads(1);
+    for (std::int64_t first : {1, 3, 15, 16, 17, 1000})
+      for (std::int64_t len : {1, 5, 16, 23, 40000 - 1000}) {
+        std::vector<float> part(static_cast<std::size_t>(len));
+        be->activation(a, len, x.data() + first, part.data());
+        ASSERT_EQ(0, std::memcmp(part.data(), all.data() + first, part.size() * sizeof(float)))
+            << "first " << first << " len " << len;
+      }
+    std::vector<float> in_place(x.begin(), x.begin() + 37);  // x == y
+    be->activation(a, 37, in_place.data(), in_place.data());
+    EXPECT_EQ(0, std::memcmp(in_place.data(), all.data(), in_place.size() * sizeof(float)));
+  }
+  omp_set_num_threads(saved);
+  be->set_simd("auto");
+}
+
 // A backend may fuse perturbed_matmul (the cpu backend does at its avx512 level); the header
 // promises the bits of gemm_nt followed by lowrank_correction, at every level.
 TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_activation.hpp"
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/elementwise_math.hpp"
@@ -154,6 +155,16 @@ class CpuBackend final : public Backend {
   }
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
+    const std::string level = cpu_sgemm::level();
+    if (cpu_activation::available() && (level == "avx512" || level == "avx2")) {
+      // blocks of whole vectors, so that each thread's part but the last has no masked tail
+      // (results do not depend on the split either way: cpu_activation.hpp)
+      const auto kernel = level == "avx512" ? cpu_activation::avx512 : cpu_activation::avx2;
+      constexpr std::int64_t kBlock = 4096;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+      for (std::int64_t b = 0; b < n; b += kBlock) kernel(a, std::min(kBlock, n - b), x + b, y + b);
+      return;
+    }
     if (a == Activation::relu) {  // branch-free loop the compiler vectorises (same values)
 #pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
