@@ -119,6 +119,34 @@ Params initial(const Config& config) {
   return snapshot(t);
 }
 
+// Pendulum with observation normalisation: each thread steps its own block of members'
+// environments, and the observation statistics (part of the task's checkpointed state) are
+// gathered per member, so neither may depend on the threads or the view split.
+constexpr const char* kPendulum = R"(
+[run]
+seed = 3
+epochs = 6
+threads = 1
+eval_every = 0
+[es]
+population = 64
+rank = 2
+sigma = 0.1
+[optim]
+name = "adam"
+lr = 0.03
+[model]
+kind = "mlp"
+hidden = [8]
+activation = "tanh"
+[task]
+kind = "rl"
+env = "Pendulum-v1"
+episodes = 2
+obs_norm = true
+eval_episodes = 4
+)";
+
 struct RunSetup {
   std::string name;
   Config config;
@@ -128,7 +156,8 @@ std::vector<RunSetup> setups() {
   return {{"regression/mlp generator", config_from(kRegression)},
           {"regression/mlp table", config_from(kRegression, {"es.noise_source=table", "es.table_log2_size=20"})},
           {"sphere/matrix generator", config_from(kSphere)},
-          {"sphere/matrix table", config_from(kSphere, {"es.noise_source=table", "es.table_log2_size=20"})}};
+          {"sphere/matrix table", config_from(kSphere, {"es.noise_source=table", "es.table_log2_size=20"})},
+          {"rl/pendulum, obs_norm", config_from(kPendulum)}};
 }
 
 TEST(Determinism, SameSeedSameBitsOtherSeedOtherBits) {

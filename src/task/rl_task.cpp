@@ -1,6 +1,7 @@
-// Reinforcement learning on classic-control environments: every member's environments step in
-// lockstep as one batch (one forward of all members' observations per step, the view's factors
-// reused at every step); the members of a group start from the same initial states. A member's
+// Reinforcement learning on classic-control environments: each thread's block of members steps
+// its environments in lockstep as one batch (one forward of the block's observations per step,
+// the view's factors reused at every step); the members of a group start from the same initial
+// states. A member's
 // score is its mean return over task.episodes episodes. Optional observation normalisation
 // uses statistics frozen within an epoch and merged between epochs in a fixed order.
 #include <algorithm>
@@ -46,21 +47,35 @@ class RlTask final : public Task {
     stats_epoch_ = epoch;
   }
 
+  // Each thread steps the environments of its own block of members, with forwards of that block
+  // alone (for_member_blocks): one parallel region per evaluation instead of a few per step, whose
+  // work (a step of a small MLP) is too small to share. A member's result does not depend on
+  // the split; neither do the observation statistics, gathered per member and merged in member
+  // order.
   std::vector<double> evaluate(Model& model, ForwardContext& ctx) override {
     const std::int64_t members = ctx.view->size(), b = ctx.view->begin();
     ctx.rows_per_member = 1;
     std::vector<double> total(static_cast<std::size_t>(members), 0.0);
-    for (std::int64_t e = 0; e < episodes_; ++e) {
-      VecEnv env(kind_, members);
-      for (std::int64_t j = 0; j < members; ++j)
-        env.reset(j, seed_, static_cast<std::uint64_t>(ctx.view->epoch()), static_cast<std::uint64_t>((b + j) / group_size_),
-                  static_cast<std::uint64_t>(e));
-      std::vector<double> ret = run_episodes(model, ctx, env, /*gather=*/normalize_, ctx.view->epoch(), b);
-      for (std::int64_t j = 0; j < members; ++j) {
-        total[j] += ret[j];
-        env_steps_ += env.steps(j);
+    std::vector<std::int64_t> steps(static_cast<std::size_t>(members), 0);
+    ObsSums gathered;
+    if (normalize_) gathered.resize(members, spec_.obs_dim);
+    for_member_blocks(ctx, [&](ForwardContext& block) {
+      const std::int64_t first = block.member_begin - ctx.member_begin, n = block.members();
+      for (std::int64_t e = 0; e < episodes_; ++e) {
+        VecEnv env(kind_, n);
+        for (std::int64_t j = 0; j < n; ++j)
+          env.reset(j, seed_, static_cast<std::uint64_t>(ctx.view->epoch()),
+                    static_cast<std::uint64_t>((b + first + j) / group_size_), static_cast<std::uint64_t>(e));
+        const std::vector<double> ret =
+            run_episodes(model, block, env, normalize_ ? &gathered : nullptr, first, ctx.view->epoch(), b + first);
+        for (std::int64_t j = 0; j < n; ++j) {
+          total[first + j] += ret[j];
+          steps[first + j] += env.steps(j);
+        }
       }
-    }
+    });
+    for (std::int64_t s : steps) env_steps_ += s;
+    if (normalize_) merge_gathered(gathered);
     for (double& t : total) t /= static_cast<double>(episodes_);
     return total;
   }
@@ -69,7 +84,7 @@ class RlTask final : public Task {
     ForwardContext ctx{backend};
     VecEnv env(kind_, eval_episodes_);
     for (std::int64_t i = 0; i < eval_episodes_; ++i) env.reset(i, seed_ ^ 0x5EEDull, 0, static_cast<std::uint64_t>(i), 0);
-    std::vector<double> ret = run_episodes(model, ctx, env, false, 0, 0);
+    std::vector<double> ret = run_episodes(model, ctx, env, nullptr, 0, 0, 0);
     double mean = 0, sq = 0;
     for (double r : ret) mean += r;
     mean /= static_cast<double>(ret.size());
@@ -115,16 +130,29 @@ class RlTask final : public Task {
   }
 
  private:
-  // Steps every environment until all are done; returns each one's return.
-  std::vector<double> run_episodes(Model& model, ForwardContext& ctx, VecEnv& env, bool gather, std::int64_t epoch,
-                                   std::int64_t first_member) {
+  // Per member: the sums of its observations (d each) and their number.
+  struct ObsSums {
+    std::vector<double> sum, sumsq;
+    std::vector<std::int64_t> count;
+    void resize(std::int64_t members, std::int64_t d) {
+      sum.assign(static_cast<std::size_t>(members * d), 0.0);
+      sumsq.assign(sum.size(), 0.0);
+      count.assign(static_cast<std::size_t>(members), 0);
+    }
+  };
+
+  // Steps every environment until all are done; returns each one's return. With gather, each
+  // running environment's observations are added to its member's sums (environment i is member
+  // gather_first + i there).
+  std::vector<double> run_episodes(Model& model, ForwardContext& ctx, VecEnv& env, ObsSums* gather,
+                                   std::int64_t gather_first, std::int64_t epoch, std::int64_t first_member) {
     const std::int64_t n = env.size(), d = spec_.obs_dim;
     std::vector<double> ret(static_cast<std::size_t>(n), 0.0);
     Tensor obs(DType::f32, {n, d});
     std::vector<float> actions(static_cast<std::size_t>(n * spec_.action_dim));
     for (std::int64_t t = 0; !env.all_done(); ++t) {
       env.observe(obs.data<float>());
-      if (gather) accumulate(env, obs.data<float>());
+      if (gather) accumulate(env, obs.data<float>(), *gather, gather_first);
       normalise(obs.data<float>(), n);
       Tensor out = model.forward(ctx, obs);
       choose_actions(out, env, actions, epoch, first_member, t);
@@ -166,21 +194,34 @@ class RlTask final : public Task {
     return a;
   }
 
-  // Adds the observations of envs still running to this epoch's pending sums (index order).
-  void accumulate(const VecEnv& env, const float* obs) {
+  // Adds the observations of envs still running to their members' sums.
+  void accumulate(const VecEnv& env, const float* obs, ObsSums& sums, std::int64_t first) const {
+    const std::int64_t d = spec_.obs_dim;
+    for (std::int64_t i = 0; i < env.size(); ++i) {
+      if (env.done(i)) continue;
+      const std::size_t at = static_cast<std::size_t>((first + i) * d);
+      for (std::int64_t k = 0; k < d; ++k) {
+        const double v = obs[i * d + k];
+        sums.sum[at + k] += v;
+        sums.sumsq[at + k] += v * v;
+      }
+      ++sums.count[static_cast<std::size_t>(first + i)];
+    }
+  }
+
+  // The members' sums into this epoch's pending ones, in member order.
+  void merge_gathered(const ObsSums& sums) {
     const std::int64_t d = spec_.obs_dim;
     if (pending_sum_.empty()) {
       pending_sum_.assign(static_cast<std::size_t>(d), 0.0);
       pending_sumsq_.assign(static_cast<std::size_t>(d), 0.0);
     }
-    for (std::int64_t i = 0; i < env.size(); ++i) {
-      if (env.done(i)) continue;
+    for (std::size_t i = 0; i < sums.count.size(); ++i) {
       for (std::int64_t k = 0; k < d; ++k) {
-        const double v = obs[i * d + k];
-        pending_sum_[k] += v;
-        pending_sumsq_[k] += v * v;
+        pending_sum_[static_cast<std::size_t>(k)] += sums.sum[i * d + k];
+        pending_sumsq_[static_cast<std::size_t>(k)] += sums.sumsq[i * d + k];
       }
-      ++pending_count_;
+      pending_count_ += sums.count[i];
     }
   }
 
