@@ -50,10 +50,10 @@ void retain_freed_memory() {
   constexpr int kOneGiB = 1 << 30;
   mallopt(M_MMAP_THRESHOLD, kOneGiB);  // blocks below this come from the heap, reused after free
   mallopt(M_TRIM_THRESHOLD, kOneGiB);  // the heap's free top is kept up to this size
-  // One arena: the per-thread arenas are 64 MiB heaps that are shrunk (pages handed back) as
-  // their blocks are freed, whatever the thresholds above; training allocates coarse buffers,
-  // so the shared arena's lock costs nothing measurable.
-  mallopt(M_ARENA_MAX, 1);
+  // The per-thread arenas stay: their heaps keep their free tops under the trim threshold too
+  // (the page faults of a benchmark's epochs do not grow with the epochs), and threads that
+  // allocate small tensors at every step (the RL task's blocks of members) would otherwise queue
+  // on the one arena's lock.
 #endif
 }
 

@@ -16,8 +16,7 @@ struct SystemInfo {
 SystemInfo system_info();
 
 // Makes the C library's allocator keep freed memory for reuse instead of handing large blocks
-// back to the operating system at every free (glibc: mmap and trim thresholds raised to 1 GiB,
-// one arena).
+// back to the operating system at every free (glibc: mmap and trim thresholds raised to 1 GiB).
 // Training allocates the same activation and noise buffers every epoch; returned to the system,
 // each new buffer costs a page fault per 4 KiB, which on virtual machines can take more time
 // than the arithmetic. The CLI calls it at start; a program that embeds the library may too.
