@@ -12,6 +12,7 @@
 
 #include "backend/cpu/cpu_activation.hpp"
 #include "backend/cpu/cpu_float.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/elementwise_math.hpp"
 #include "backend/int8_ops.hpp"
@@ -62,21 +63,19 @@ class CpuBackend final : public Backend {
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                           float* y) override {
     const std::int64_t m = f.m, n = f.n, r = f.rank;
+    const bool big = batch.rows() * r * (m + n) >= kParallelMinElements;
     if (float_avx512()) {
       const std::int64_t members = batch.n_members;
-#pragma omp parallel
-      {
-        const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const std::int64_t first = members * t / nt, last = members * (t + 1) / nt;
+      cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
+        const auto [first, last] = cpu_parallel::share(members, t, nt);
         cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first);
-      }
+      });
       return;
     }
-#pragma omp parallel
-    {
+    cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
       std::vector<float> xb(static_cast<std::size_t>(r));
-#pragma omp for schedule(static)
-      for (std::int64_t row = 0; row < batch.rows(); ++row) {
+      const auto [first, last] = cpu_parallel::share(batch.rows(), t, nt);
+      for (std::int64_t row = first; row < last; ++row) {
         std::int64_t j = row / batch.rows_per_member;
         if (f.coef[j] == 0.0f) continue;
         const float* B = f.blocks[j];
@@ -93,7 +92,7 @@ class CpuBackend final : public Backend {
           yr[a] += f.coef[j] * acc;
         }
       }
-    }
+    });
   }
 
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
@@ -128,30 +127,28 @@ class CpuBackend final : public Backend {
 
   void add_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
                 float* y) override {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+    cpu_parallel::for_each(batch.rows(), batch.rows() * d >= kParallelMinElements, [&](std::int64_t row) {
       const float* vr = v + (row / batch.rows_per_member) * v_stride;
       for (std::int64_t k = 0; k < d; ++k) y[row * d + k] += vr[k];
-    }
+    });
   }
 
   void mul_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
                 float* y) override {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+    cpu_parallel::for_each(batch.rows(), batch.rows() * d >= kParallelMinElements, [&](std::int64_t row) {
       const float* vr = v + (row / batch.rows_per_member) * v_stride;
       for (std::int64_t k = 0; k < d; ++k) y[row * d + k] *= vr[k];
-    }
+    });
   }
 
   void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) detail::layer_norm_row(d, x + i * d, eps, y + i * d);
+    cpu_parallel::for_each(rows, rows * d >= kParallelMinElements,
+                           [&](std::int64_t i) { detail::layer_norm_row(d, x + i * d, eps, y + i * d); });
   }
 
   void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) detail::l1_norm_row(d, x + i * d, eps, y + i * d);
+    cpu_parallel::for_each(rows, rows * d >= kParallelMinElements,
+                           [&](std::int64_t i) { detail::l1_norm_row(d, x + i * d, eps, y + i * d); });
   }
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
@@ -161,28 +158,31 @@ class CpuBackend final : public Backend {
       // (results do not depend on the split either way: cpu_activation.hpp)
       const auto kernel = level == "avx512" ? cpu_activation::avx512 : cpu_activation::avx2;
       constexpr std::int64_t kBlock = 4096;
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-      for (std::int64_t b = 0; b < n; b += kBlock) kernel(a, std::min(kBlock, n - b), x + b, y + b);
+      cpu_parallel::for_each((n + kBlock - 1) / kBlock, n >= kParallelMinElements, [&](std::int64_t b) {
+        kernel(a, std::min(kBlock, n - b * kBlock), x + b * kBlock, y + b * kBlock);
+      });
       return;
     }
     if (a == Activation::relu) {  // branch-free loop the compiler vectorises (same values)
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
+      if (!cpu_parallel::team_pays(n >= kParallelMinElements)) {
+        for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        return;
+      }
+#pragma omp parallel for schedule(static)
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
       return;
     }
-#pragma omp parallel for schedule(static) if (n >= kParallelMinElements)
-    for (std::int64_t i = 0; i < n; ++i) y[i] = detail::apply_activation(a, x[i]);
+    cpu_parallel::for_each(n, n >= kParallelMinElements, [&](std::int64_t i) { y[i] = detail::apply_activation(a, x[i]); });
   }
 
   void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                  const float* w, const LowRankFactors& f, float* y) override {
     const std::int64_t r = f.rank;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < batch.rows(); ++row) {
+    cpu_parallel::for_each(batch.rows(), batch.rows() * d * r >= kParallelMinElements, [&](std::int64_t row) {
       std::int64_t j = row / batch.rows_per_member, t = tokens[row];
       float* yr = y + row * d;
       for (std::int64_t k = 0; k < d; ++k) yr[k] = w[t * d + k];
-      if (!f.blocks || f.coef[j] == 0.0f) continue;
+      if (!f.blocks || f.coef[j] == 0.0f) return;
       const float* B = f.blocks[j];
       const float* At = B + d * r + t * r;
       for (std::int64_t k = 0; k < d; ++k) {
@@ -190,7 +190,7 @@ class CpuBackend final : public Backend {
         for (std::int64_t c = 0; c < r; ++c) acc += At[c] * B[k * r + c];
         yr[k] += f.coef[j] * acc;
       }
-    }
+    });
   }
 
   using Backend::qmm;

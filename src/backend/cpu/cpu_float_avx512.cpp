@@ -203,7 +203,6 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   // Scratch every value of which is written before it is read (no clearing).
   const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));
   const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
-  std::vector<std::vector<float>> at_scratch(transposed ? static_cast<std::size_t>(omp_get_max_threads()) : 0);
   for (std::int64_t j = 0; j < members; ++j) {
     const float* a = f.coef[j] != 0.0f && f.blocks[j] != nullptr ? f.blocks[j] + n * r : nullptr;
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
@@ -226,7 +225,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     std::vector<float>* at_next = nullptr;
     std::size_t at_used = 0;
     if (transposed) {  // room for the A^T of every member met in [first, last)
-      at_next = &at_scratch[static_cast<std::size_t>(omp_get_thread_num())];
+      // this thread's own (the kernel may run inside a parallel region on its calling thread)
+      static thread_local std::vector<float> at_scratch;
+      at_next = &at_scratch;
       at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
     }
     const float* block_of = nullptr;  // the factor block bt and at hold

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/int8_ops.hpp"
 #include "core/simd_choice.hpp"
 #include "eggroll/core/error.hpp"
@@ -72,11 +73,10 @@ void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shif
 // Per row: int32 dot products (exact for n <= 133,143), the member's correction, FloorClip.
 void qmm_scalar(const QmmArgs& g) {
   const std::int64_t m = g.m, n = g.n, r = g.f->rank;
-#pragma omp parallel if (g.batch.rows() * m * n > kParallelMinWork)
-  {
+  cpu_parallel::team(g.batch.rows() * m * n > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     std::vector<std::int64_t> corr(static_cast<std::size_t>(m)), xb(static_cast<std::size_t>(r));
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < g.batch.rows(); ++i) {
+    const auto [first, last] = cpu_parallel::share(g.batch.rows(), t, nt);
+    for (std::int64_t i = first; i < last; ++i) {
       const std::int8_t* xi = g.x + i * n;
       const MemberFactors mf = member_factors(*g.f, i / g.batch.rows_per_member);
       if (mf.sign != 0) lowrank_row_scalar(m, n, r, g.f->shift, mf, xi, xb.data(), corr.data());
@@ -88,7 +88,7 @@ void qmm_scalar(const QmmArgs& g) {
       }
       add_addend(g, i, i + 1);
     }
-  }
+  });
 }
 
 void add_row_scalar(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y) {
@@ -174,21 +174,20 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
           vocab - 1);
   const std::int64_t r = f.rank;
   const bool avx512 = current_level() == SimdChoice::avx512;
-#pragma omp parallel for schedule(static) if (batch.rows() * d * r > detail::kParallelMinWork)
-  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+  cpu_parallel::for_each(batch.rows(), batch.rows() * d * r > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int64_t t = tokens[i];
     const detail::MemberFactors mf = detail::member_factors(f, i / batch.rows_per_member);
     const std::int8_t* wt = w + t * d;
     std::int8_t* yi = y + i * d;
     if (mf.sign == 0) {
       std::memcpy(yi, wt, static_cast<std::size_t>(d));
-      continue;
+      return;
     }
     const std::int8_t* at = mf.a + t * r;
 #if defined(__x86_64__)
     if (avx512 && r == 1) {
       detail::qembedding_rank1_row_avx512(d, wt, at[0], mf.b, mf.sign, f.shift, yi);
-      continue;
+      return;
     }
 #endif
     for (std::int64_t k = 0; k < d; ++k) {
@@ -196,7 +195,7 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
       for (std::int64_t c = 0; c < r; ++c) p += std::int32_t{at[c]} * mf.b[k * r + c];
       yi[k] = static_cast<std::int8_t>(clip8(wt[k] + std::int64_t{mf.sign} * (std::int64_t{p} >> f.shift)));
     }
-  }
+  });
 }
 
 // How many rows ahead the row-wise elementwise ops prefetch their inputs.
@@ -206,8 +205,7 @@ constexpr std::int64_t kAhead = 8;
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
   const bool avx512 = current_level() == SimdChoice::avx512;
-#pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
-  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+  cpu_parallel::for_each(batch.rows(), batch.rows() * d > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int8_t* xi = x + i * d;
     const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
     if (i + kAhead < batch.rows())  // a few rows ahead: the rows come from memory, not cache
@@ -216,23 +214,19 @@ void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, con
         if (w_stride != 0) __builtin_prefetch(w + ((i + kAhead) / batch.rows_per_member) * w_stride + k, 0, 2);
       }
 #if defined(__x86_64__)
-    if (avx512) {
-      detail::ql1_norm_row_avx512(d, xi, wi, y + i * d);
-      continue;
-    }
+    if (avx512) return detail::ql1_norm_row_avx512(d, xi, wi, y + i * d);
 #endif
     std::int64_t sum = 0;
     for (std::int64_t k = 0; k < d; ++k) sum += xi[k] < 0 ? -std::int32_t{xi[k]} : std::int32_t{xi[k]};
     const FloorClip by_mav(std::max<std::int64_t>(sum / d, 1));
     for (std::int64_t k = 0; k < d; ++k) y[i * d + k] = by_mav(std::int32_t{xi[k]} * wi[k]);
-  }
+  });
 }
 
 void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
           std::int64_t v_stride, std::int8_t* y) {
   const bool avx512 = current_level() == SimdChoice::avx512;
-#pragma omp parallel for schedule(static) if (batch.rows() * d > detail::kParallelMinWork)
-  for (std::int64_t i = 0; i < batch.rows(); ++i) {
+  cpu_parallel::for_each(batch.rows(), batch.rows() * d > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;
     const std::int8_t* ai = a + i * d;
     const std::int8_t* bi = b != nullptr ? b + i * d : nullptr;
@@ -243,13 +237,10 @@ void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const s
         if (bi != nullptr) __builtin_prefetch(bi + kAhead * d + k, 0, 2);
       }
 #if defined(__x86_64__)
-    if (avx512) {
-      detail::qadd_row_avx512(d, ai, bi, vi, yi);
-      continue;
-    }
+    if (avx512) return detail::qadd_row_avx512(d, ai, bi, vi, yi);
 #endif
     detail::add_row_scalar(d, ai, bi, vi, yi);
-  }
+  });
 }
 
 namespace {
@@ -258,8 +249,8 @@ namespace {
 template <typename Fn>
 void for_chunks(std::int64_t n, Fn fn) {
   constexpr std::int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static) if (n > detail::kParallelMinWork)
-  for (std::int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+  cpu_parallel::for_each((n + kChunk - 1) / kChunk, n > detail::kParallelMinWork,
+                         [&](std::int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 }  // namespace
@@ -336,8 +327,8 @@ std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t th
 void qloglik(std::int64_t rows, const std::int8_t* logits, const std::int32_t* targets, std::int32_t* ll) {
   for (std::int64_t i = 0; i < rows; ++i)
     check(targets[i] >= 0 && targets[i] < 256, "qloglik: target ", targets[i], " at row ", i, ", expected 0 .. 255");
-#pragma omp parallel for schedule(static) if (rows * 256 > detail::kParallelMinWork)
-  for (std::int64_t i = 0; i < rows; ++i) ll[i] = q::loglik(logits + i * 256, targets[i]);
+  cpu_parallel::for_each(rows, rows * 256 > detail::kParallelMinWork,
+                         [&](std::int64_t i) { ll[i] = q::loglik(logits + i * 256, targets[i]); });
 }
 
 }  // namespace eggroll::cpu_int8

@@ -1,6 +1,7 @@
 // The cpu int8 kernels at the AVX2 level (compiled with -mavx2; chosen at run time when the CPU has
 // AVX2 but not AVX-512 VNNI). int8 operands are widened to int16 and multiplied with vpmaddwd, so no
 // product or pair sum can saturate. Results equal the scalar level bit for bit.
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/int8_ops.hpp"
 
 #if defined(__x86_64__)
@@ -184,14 +185,13 @@ void qmm_avx2(const QmmArgs& g) {
   p.xp.resize(static_cast<std::size_t>(rows * 2 * p.n_pairs));
   p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_pairs * 16));
   const std::int64_t m32 = round_up(g.m, 32), n_tiles = (rows + kRowTile - 1) / kRowTile;
-#pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
-  {
-#pragma omp for schedule(static)
-    for (std::int64_t blk = 0; blk < p.m_blocks; ++blk) pack_w_block(g, p, blk);
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i)
+  cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
+    const auto [b0, b1] = cpu_parallel::share(p.m_blocks, t, n_threads);
+    for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g, p, blk);
+    const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
+    for (std::int64_t i = r0; i < r1; ++i)
       for (std::int64_t k = 0; k < 2 * p.n_pairs; ++k) p.xp[i * 2 * p.n_pairs + k] = k < g.n ? g.x[i * g.n + k] : 0;
-    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m32);
@@ -208,7 +208,7 @@ void qmm_avx2(const QmmArgs& g) {
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m32);
       add_addend(g, i0, i1);
     }
-  }
+  });
 }
 
 void update_avx2(const UpdateArgs& g) {

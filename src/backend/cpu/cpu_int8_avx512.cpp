@@ -1,5 +1,6 @@
 // The cpu int8 kernels at the AVX-512 VNNI level (compiled with -mavx512*; chosen at run time when
 // the CPU has avx512f/bw/vl/vnni/vbmi). Results equal the scalar level bit for bit (integer math).
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/int8_ops.hpp"
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/int8_correction_avx512.hpp"
@@ -260,20 +261,18 @@ void qmm_avx512_vnni(const QmmArgs& g) {
   const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
   const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
-#pragma omp parallel if (rows * g.m * g.n > kParallelMinWork)
-  {
+  cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     if (!prepacked) {
-#pragma omp for schedule(static)
-      for (std::int64_t blk = 0; blk < p.m_blocks; ++blk)
-        pack_w_block(g.m, g.n, g.w, p.n_groups, p.wp.data(), p.bias.data(), blk);
+      const auto [b0, b1] = cpu_parallel::share(p.m_blocks, t, n_threads);
+      for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g.m, g.n, g.w, p.n_groups, p.wp.data(), p.bias.data(), blk);
     }
-#pragma omp for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i) {
+    const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
+    for (std::int64_t i = r0; i < r1; ++i) {
       if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
         for (std::int64_t k = 0; k < g.n; k += 64) _mm_prefetch(reinterpret_cast<const char*>(g.x + (i + 8) * g.n + k), _MM_HINT_T1);
       convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
     }
-    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+    cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
@@ -336,7 +335,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, p.xu.data() + i * p.x_stride, p.x_stride);
       add_addend(g, i0, i1);
     }
-  }
+  });
 }
 
 std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w) {

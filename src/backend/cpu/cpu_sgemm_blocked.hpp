@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 
 namespace eggroll::cpu_sgemm::detail {
@@ -272,8 +273,7 @@ struct Blocked {
   // This thread's share of the team's work: a grid of tr x tc threads over row micro-tiles x
   // panels, the split with the least work on the busiest thread (rows preferred on ties).
   static void compute_share(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* packed,
-                            const LowRankEpilogue* ep, float* y) {
-    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
+                            const LowRankEpilogue* ep, float* y, std::int64_t t, std::int64_t n_threads) {
     const std::int64_t n_tiles = (rows + kMr - 1) / kMr, n_panels = (m + kNr - 1) / kNr;
     std::int64_t tr = 1, best = -1;
     for (std::int64_t d = n_threads; d >= 1; --d) {
@@ -284,8 +284,8 @@ struct Blocked {
     const std::int64_t tc = n_threads / tr;
     // Rows shared by threads (tc > 1): their correction inputs are prepared once, up front.
     if (tc > 1 && ep != nullptr && ep->prepare != nullptr) {
-#pragma omp single
-      (*ep->prepare)(0, rows);
+      if (t == 0) (*ep->prepare)(0, rows);
+      cpu_parallel::barrier(n_threads);
     }
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
     const auto [p0, p1] = split(n_panels, tc, t % tc);
@@ -298,12 +298,12 @@ struct Blocked {
                   const LowRankEpilogue* ep = nullptr) {
     const std::int64_t n_panels = (m + kNr - 1) / kNr;
     float* packed = thread_buffer(n_panels * n * kNr);
-#pragma omp parallel if (rows * m * n >= kParallelMinWork)
-    {
-#pragma omp for schedule(static)
-      for (std::int64_t p = 0; p < n_panels; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
-      compute_share(rows, m, n, x, packed, ep, y);
-    }
+    cpu_parallel::team(rows * m * n >= kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+      const auto [p0, p1] = cpu_parallel::share(n_panels, t, nt);
+      for (std::int64_t p = p0; p < p1; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
+      cpu_parallel::barrier(nt);  // every panel packed before any tile
+      compute_share(rows, m, n, x, packed, ep, y, t, nt);
+    });
   }
 };
 
