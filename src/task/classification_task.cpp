@@ -174,38 +174,47 @@ class ClassificationTask final : public Task {
   std::int64_t n_scored_ = 0;
 };
 
-// Members in groups of at most kMaxForwardRows rows; each group reads the minibatch once (shared
-// input) or, for models that do not take a shared input, repeated per member.
+// Each thread takes a block of members (for_member_blocks) and runs it in groups of at most
+// kMaxForwardRows rows; each group reads the minibatch once (shared input) or, for models that
+// do not take a shared input, repeated per member. The scoring (an exp per class and row) runs
+// on the same thread as its group's forward. The epoch's sums of the members' losses and
+// accuracies are added in member order afterwards, so they do not depend on the split.
 std::vector<double> ClassificationTask::evaluate(Model& model, ForwardContext& ctx) {
   check(!batch_labels_.empty(), "fashion_mnist: evaluate called before begin_epoch");
   const std::int64_t members = ctx.members();
   const std::int64_t group = std::max<std::int64_t>(1, kMaxForwardRows / batch_);
-  std::vector<double> scores(static_cast<std::size_t>(members));
-  for (std::int64_t g0 = 0; g0 < members; g0 += group) {
-    ForwardContext sub = ctx;
-    sub.rows_per_member = batch_;
-    sub.member_begin = ctx.member_begin + g0;
-    sub.n_members = std::min(group, members - g0);
-    // Models whose first op is a linear layer compute the minibatch's x W^T once for every member.
-    sub.shared_input = model.accepts_shared_input();
-    Tensor x(DType::f32, {(sub.shared_input ? 1 : sub.n_members) * batch_, in_});
-    for (std::int64_t j = 0; j < x.dim(0) / batch_; ++j)
-      std::copy(batch_x_.begin(), batch_x_.end(), x.data<float>() + j * batch_ * in_);
-    const Tensor logits = model.forward(sub, x);
-    for (std::int64_t j = 0; j < sub.n_members; ++j) {
-      double loss = 0.0;
-      std::int64_t correct = 0;
-      for (std::int64_t t = 0; t < batch_; ++t) {
-        const RowResult r = score_row(logits.data<float>() + (j * batch_ + t) * kClasses, batch_labels_[t]);
-        loss += r.loss;
-        correct += r.correct;
+  std::vector<double> scores(static_cast<std::size_t>(members)), losses(scores.size()), accuracies(scores.size());
+  for_member_blocks(ctx, [&](ForwardContext& block) {
+    const std::int64_t first = block.member_begin - ctx.member_begin;
+    for (std::int64_t g0 = 0; g0 < block.members(); g0 += group) {
+      ForwardContext sub = block;
+      sub.rows_per_member = batch_;
+      sub.member_begin = block.member_begin + g0;
+      sub.n_members = std::min(group, block.members() - g0);
+      // Models whose first op is a linear layer compute the minibatch's x W^T once for every member.
+      sub.shared_input = model.accepts_shared_input();
+      Tensor x(DType::f32, {(sub.shared_input ? 1 : sub.n_members) * batch_, in_});
+      for (std::int64_t j = 0; j < x.dim(0) / batch_; ++j)
+        std::copy(batch_x_.begin(), batch_x_.end(), x.data<float>() + j * batch_ * in_);
+      const Tensor logits = model.forward(sub, x);
+      for (std::int64_t j = 0; j < sub.n_members; ++j) {
+        double loss = 0.0;
+        std::int64_t correct = 0;
+        for (std::int64_t t = 0; t < batch_; ++t) {
+          const RowResult r = score_row(logits.data<float>() + (j * batch_ + t) * kClasses, batch_labels_[t]);
+          loss += r.loss;
+          correct += r.correct;
+        }
+        const auto i = static_cast<std::size_t>(first + g0 + j);
+        losses[i] = loss / static_cast<double>(batch_);
+        accuracies[i] = static_cast<double>(correct) / static_cast<double>(batch_);
+        scores[i] = accuracy_score_ ? accuracies[i] : -losses[i];
       }
-      const double mean_loss = loss / static_cast<double>(batch_);
-      const double accuracy = static_cast<double>(correct) / static_cast<double>(batch_);
-      scores[g0 + j] = accuracy_score_ ? accuracy : -mean_loss;
-      sum_loss_ += mean_loss;
-      sum_accuracy_ += accuracy;
     }
+  });
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    sum_loss_ += losses[i];
+    sum_accuracy_ += accuracies[i];
   }
   ctx.rows_per_member = batch_;
   n_scored_ += members;
