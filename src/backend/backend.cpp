@@ -1,6 +1,9 @@
 // Backend factory and the name tables of backend-level enums.
 #include "eggroll/backend/backend.hpp"
 
+#include <algorithm>
+
+#include "backend/elementwise_math.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/quant/qmath.hpp"
 
@@ -8,6 +11,24 @@ namespace eggroll {
 
 std::unique_ptr<Backend> make_reference_backend();
 std::unique_ptr<Backend> make_cpu_backend();
+
+namespace detail {
+void check_cross_entropy(std::int64_t rows, std::int64_t classes, const std::int32_t* labels,
+                         std::int64_t label_period) {
+  check(classes >= 1 && label_period >= 1, "cross_entropy: ", classes, " classes and a label period of ",
+        label_period, ", expected both >= 1");
+  for (std::int64_t i = 0; i < std::min(rows, label_period); ++i)
+    check(labels[i] >= 0 && labels[i] < classes, "cross_entropy: label ", labels[i], " at row ", i, ", expected 0 .. ",
+          classes - 1);
+}
+}  // namespace detail
+
+void Backend::cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,
+                            std::int64_t label_period, double* loss, std::uint8_t* correct) {
+  detail::check_cross_entropy(rows, classes, labels, label_period);
+  for (std::int64_t i = 0; i < rows; ++i)
+    detail::cross_entropy_row(classes, logits + i * classes, labels[i % label_period], loss + i, correct + i);
+}
 
 Activation activation_from_name(const std::string& name) {
   if (name == "none") return Activation::none;

@@ -7,6 +7,24 @@
 
 namespace eggroll::detail {
 
+// One row of Backend::cross_entropy: the first largest logit, then the sum of exp(l_k - top) in
+// class order, in double.
+inline void cross_entropy_row(std::int64_t classes, const float* l, std::int32_t label, double* loss,
+                              std::uint8_t* correct) {
+  std::int64_t best = 0;
+  for (std::int64_t k = 1; k < classes; ++k)
+    if (l[k] > l[best]) best = k;
+  const double top = l[best];
+  double sum = 0.0;
+  for (std::int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(l[k]) - top);
+  *loss = top + std::log(sum) - l[label];
+  *correct = best == label && std::isfinite(*loss);  // non-finite logits never count as correct
+}
+
+// Backend::cross_entropy's arguments: classes >= 1, label_period >= 1 and every label in range.
+void check_cross_entropy(std::int64_t rows, std::int64_t classes, const std::int32_t* labels,
+                         std::int64_t label_period);
+
 inline float apply_activation(Activation a, float v) {
   switch (a) {
     case Activation::none: return v;

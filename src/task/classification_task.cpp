@@ -22,22 +22,6 @@ constexpr std::int64_t kEvalRows = 1000;
 // Fashion-MNIST's training-set pixel mean and standard deviation (pixels scaled to [0, 1]).
 constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
 
-// Cross-entropy and correctness of one row of logits, with a stable log-sum-exp in double.
-struct RowResult {
-  double loss;
-  bool correct;
-};
-RowResult score_row(const float* logits, int label) {
-  int best = 0;
-  for (int k = 1; k < kClasses; ++k)
-    if (logits[k] > logits[best]) best = k;
-  const double top = logits[best];
-  double sum = 0.0;
-  for (int k = 0; k < kClasses; ++k) sum += std::exp(static_cast<double>(logits[k]) - top);
-  const double loss = top + std::log(sum) - logits[label];
-  return {loss, best == label && std::isfinite(loss)};  // non-finite logits never count as correct
-}
-
 // Keeps the first n images (0 = all) of a split.
 void truncate_split(ImageDataset& d, std::int64_t n, const char* key) {
   if (n == 0) return;
@@ -169,7 +153,7 @@ class ClassificationTask final : public Task {
   std::vector<std::int64_t> order_;
   std::int64_t cursor_ = 0, pass_ = 0;
   std::vector<float> batch_x_;            // (batch, in) this epoch's minibatch
-  std::vector<std::uint8_t> batch_labels_;
+  std::vector<std::int32_t> batch_labels_;
   double sum_loss_ = 0.0, sum_accuracy_ = 0.0;  // over the members scored this epoch
   std::int64_t n_scored_ = 0;
 };
@@ -186,6 +170,8 @@ std::vector<double> ClassificationTask::evaluate(Model& model, ForwardContext& c
   std::vector<double> scores(static_cast<std::size_t>(members)), losses(scores.size()), accuracies(scores.size());
   for_member_blocks(ctx, [&](ForwardContext& block) {
     const std::int64_t first = block.member_begin - ctx.member_begin;
+    std::vector<double> row_loss;  // per row of a group: cross-entropy and whether it was right
+    std::vector<std::uint8_t> row_correct;
     for (std::int64_t g0 = 0; g0 < block.members(); g0 += group) {
       ForwardContext sub = block;
       sub.rows_per_member = batch_;
@@ -197,13 +183,17 @@ std::vector<double> ClassificationTask::evaluate(Model& model, ForwardContext& c
       for (std::int64_t j = 0; j < x.dim(0) / batch_; ++j)
         std::copy(batch_x_.begin(), batch_x_.end(), x.data<float>() + j * batch_ * in_);
       const Tensor logits = model.forward(sub, x);
+      const std::int64_t rows = sub.n_members * batch_;
+      row_loss.resize(static_cast<std::size_t>(rows));
+      row_correct.resize(row_loss.size());
+      sub.backend.cross_entropy(rows, kClasses, logits.data<float>(), batch_labels_.data(), batch_, row_loss.data(),
+                                row_correct.data());
       for (std::int64_t j = 0; j < sub.n_members; ++j) {
         double loss = 0.0;
         std::int64_t correct = 0;
-        for (std::int64_t t = 0; t < batch_; ++t) {
-          const RowResult r = score_row(logits.data<float>() + (j * batch_ + t) * kClasses, batch_labels_[t]);
-          loss += r.loss;
-          correct += r.correct;
+        for (std::int64_t t = j * batch_; t < (j + 1) * batch_; ++t) {
+          loss += row_loss[static_cast<std::size_t>(t)];
+          correct += row_correct[static_cast<std::size_t>(t)];
         }
         const auto i = static_cast<std::size_t>(first + g0 + j);
         losses[i] = loss / static_cast<double>(batch_);
@@ -231,10 +221,13 @@ std::map<std::string, double> ClassificationTask::evaluate_unperturbed(Model& mo
     for (std::int64_t t = 0; t < rows; ++t) to_floats(test_.pixels.data() + (b + t) * in_, x.data<float>() + t * in_);
     ForwardContext ctx{backend};
     const Tensor logits = model.forward(ctx, x);
+    const std::vector<std::int32_t> labels(test_.labels.begin() + b, test_.labels.begin() + b + rows);
+    std::vector<double> row_loss(static_cast<std::size_t>(rows));
+    std::vector<std::uint8_t> row_correct(row_loss.size());
+    backend.cross_entropy(rows, kClasses, logits.data<float>(), labels.data(), rows, row_loss.data(), row_correct.data());
     for (std::int64_t t = 0; t < rows; ++t) {
-      const RowResult r = score_row(logits.data<float>() + t * kClasses, test_.labels[b + t]);
-      loss += r.loss;
-      correct += r.correct;
+      loss += row_loss[static_cast<std::size_t>(t)];
+      correct += row_correct[static_cast<std::size_t>(t)];
     }
   }
   const double n = static_cast<double>(test_.n);

@@ -95,6 +95,13 @@ class Backend {
   virtual void l1_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) = 0;
   // y[i] = a(x[i]); y may be x (in place).
   virtual void activation(Activation a, std::int64_t n, const float* x, float* y) = 0;
+  // Softmax cross-entropy of rows of logits (rows, classes), in double: loss[row] = top +
+  // log(sum_k exp(l_k - top)) - l_label, top the row's largest logit, and correct[row] = 1 where
+  // the row's first largest logit is its label's and the loss is finite (0 otherwise). Row i's
+  // label is labels[i % label_period] (a minibatch's labels, repeated for each member's rows);
+  // a label outside [0, classes) is an error. This default is the scalar definition.
+  virtual void cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,
+                             std::int64_t label_period, double* loss, std::uint8_t* correct);
   // y (rows, d): row of member j, position t = W[tokens[row]] + coef_j * A_j[tokens[row]] B_j^T,
   // with W (vocab, d) and factors for an (m = vocab, n = d) matrix.
   virtual void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_activation.hpp"
+#include "backend/cpu/cpu_vecmath.hpp"
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
@@ -153,10 +153,11 @@ class CpuBackend final : public Backend {
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
     const std::string level = cpu_sgemm::level();
-    if (cpu_activation::available() && (level == "avx512" || level == "avx2")) {
+    if (cpu_vecmath::available() && (level == "avx512" || level == "avx2")) {
       // blocks of whole vectors, so that each thread's part but the last has no masked tail
-      // (results do not depend on the split either way: cpu_activation.hpp)
-      const auto kernel = level == "avx512" ? cpu_activation::avx512 : cpu_activation::avx2;
+      // (results do not depend on the split either way: cpu_vecmath.hpp); the AVX-512 file is
+      // built for the level of float_avx512 (DQ included)
+      const auto kernel = float_avx512() ? cpu_vecmath::activation_avx512 : cpu_vecmath::activation_avx2;
       constexpr std::int64_t kBlock = 4096;
       cpu_parallel::for_each((n + kBlock - 1) / kBlock, n >= kParallelMinElements, [&](std::int64_t b) {
         kernel(a, std::min(kBlock, n - b * kBlock), x + b * kBlock, y + b * kBlock);
@@ -173,6 +174,18 @@ class CpuBackend final : public Backend {
       return;
     }
     cpu_parallel::for_each(n, n >= kParallelMinElements, [&](std::int64_t i) { y[i] = detail::apply_activation(a, x[i]); });
+  }
+
+  void cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,
+                     std::int64_t label_period, double* loss, std::uint8_t* correct) override {
+    if (!cpu_vecmath::available() || !float_avx512())
+      return Backend::cross_entropy(rows, classes, logits, labels, label_period, loss, correct);
+    detail::check_cross_entropy(rows, classes, labels, label_period);
+    constexpr std::int64_t kBlock = 1024;  // rows, whole vectors of 8 but the last block's
+    cpu_parallel::for_each((rows + kBlock - 1) / kBlock, rows * classes >= kParallelMinElements, [&](std::int64_t b) {
+      cpu_vecmath::cross_entropy_avx512(b * kBlock, std::min(rows, (b + 1) * kBlock), classes, logits, labels,
+                                        label_period, loss, correct);
+    });
   }
 
   void embedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,

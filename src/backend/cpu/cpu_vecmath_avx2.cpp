@@ -1,5 +1,5 @@
-// AVX2 level of the float activations (cpu_activation.hpp), and whether they were built.
-#include "backend/cpu/cpu_activation.hpp"
+// AVX2 level of the cpu vector math ops (cpu_vecmath.hpp), and whether they were built.
+#include "backend/cpu/cpu_vecmath.hpp"
 
 #if EGGROLL_HAVE_LIBMVEC
 #include <immintrin.h>
@@ -11,7 +11,7 @@ __m256 _ZGVdN8v_erff(__m256);
 __m256 _ZGVdN8v_expf(__m256);
 }
 
-namespace eggroll::cpu_activation {
+namespace eggroll::cpu_vecmath {
 namespace {
 
 // The same operations, in the same order, as apply_activation (elementwise_math.hpp).
@@ -34,7 +34,7 @@ inline __m256 apply(Activation a, __m256 v) {
 
 bool available() { return true; }
 
-void avx2(Activation a, std::int64_t n, const float* x, float* y) {
+void activation_avx2(Activation a, std::int64_t n, const float* x, float* y) {
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, apply(a, _mm256_loadu_ps(x + i)));
   if (i < n) {  // lanes below n - i: all bits set
@@ -44,11 +44,13 @@ void avx2(Activation a, std::int64_t n, const float* x, float* y) {
   }
 }
 
-}  // namespace eggroll::cpu_activation
+}  // namespace eggroll::cpu_vecmath
 #else
-namespace eggroll::cpu_activation {
+namespace eggroll::cpu_vecmath {
 bool available() { return false; }
-void avx2(Activation, std::int64_t, const float*, float*) {}
-void avx512(Activation, std::int64_t, const float*, float*) {}
-}  // namespace eggroll::cpu_activation
+void activation_avx2(Activation, std::int64_t, const float*, float*) {}
+void activation_avx512(Activation, std::int64_t, const float*, float*) {}
+void cross_entropy_avx512(std::int64_t, std::int64_t, std::int64_t, const float*, const std::int32_t*, std::int64_t,
+                          double*, std::uint8_t*) {}
+}  // namespace eggroll::cpu_vecmath
 #endif
