@@ -109,24 +109,32 @@ const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) {
   return it->second.get();
 }
 
-void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn) {
-  const std::int64_t members = ctx.members();
-  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), members));
+void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  if (n <= 0) return;
+  const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), n));
   std::exception_ptr error;
   std::mutex error_mutex;
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(blocks))
   for (std::int64_t k = 0; k < blocks; ++k) {
     try {
-      ForwardContext block = ctx;
-      block.member_begin = ctx.member_begin + members * k / blocks;
-      block.n_members = members * (k + 1) / blocks - members * k / blocks;
-      fn(block);
+      fn(n * k / blocks, n * (k + 1) / blocks - n * k / blocks);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn) {
+  const auto run = [&](std::int64_t first, std::int64_t count) {
+    ForwardContext block = ctx;
+    block.member_begin = ctx.member_begin + first;
+    block.n_members = count;
+    fn(block);
+  };
+  if (ctx.members() == 0) return run(0, 0);  // one empty block, as for any other count
+  for_blocks(ctx.members(), run);
 }
 
 }  // namespace eggroll

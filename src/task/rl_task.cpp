@@ -81,10 +81,16 @@ class RlTask final : public Task {
   }
 
   std::map<std::string, double> evaluate_unperturbed(Model& model, Backend& backend) override {
-    ForwardContext ctx{backend};
-    VecEnv env(kind_, eval_episodes_);
-    for (std::int64_t i = 0; i < eval_episodes_; ++i) env.reset(i, seed_ ^ 0x5EEDull, 0, static_cast<std::uint64_t>(i), 0);
-    std::vector<double> ret = run_episodes(model, ctx, env, nullptr, 0, 0, 0);
+    // each thread its own block of episodes (an episode's return depends on its index alone)
+    std::vector<double> ret(static_cast<std::size_t>(eval_episodes_));
+    for_blocks(eval_episodes_, [&](std::int64_t first, std::int64_t count) {
+      ForwardContext ctx{backend};
+      VecEnv env(kind_, count);
+      for (std::int64_t i = 0; i < count; ++i)
+        env.reset(i, seed_ ^ 0x5EEDull, 0, static_cast<std::uint64_t>(first + i), 0);
+      const std::vector<double> part = run_episodes(model, ctx, env, nullptr, 0, 0, 0);
+      std::copy(part.begin(), part.end(), ret.begin() + first);
+    });
     double mean = 0, sq = 0;
     for (double r : ret) mean += r;
     mean /= static_cast<double>(ret.size());

@@ -140,6 +140,9 @@ struct ForwardContext {
 // ForwardContext (kernels inside run on that thread alone). A member's result does not depend
 // on the split (contract 2). An exception thrown by fn is rethrown on the calling thread.
 void for_member_blocks(const ForwardContext& ctx, const std::function<void(ForwardContext&)>& fn);
+// The same for items [0, n) without a view: fn(first, count) on disjoint, contiguous ranges, one
+// per thread (none when n is 0).
+void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn);
 
 enum class NoiseSource { generator, table };
 
