@@ -21,6 +21,25 @@ std::vector<float> random_values(std::int64_t n, std::uint64_t seed) {
   return v;
 }
 
+std::vector<float> random_values(std::int64_t n, std::uint64_t seed, float lo, float hi) {
+  std::vector<float> v = random_values(n, seed);
+  for (float& x : v) x = lo + (x + 1.0f) * 0.5f * (hi - lo);
+  return v;
+}
+
+std::vector<std::string> simd_levels(Backend& be) {
+  std::vector<std::string> out;
+  for (const char* l : {"scalar", "avx2", "avx512"}) {
+    try {
+      be.set_simd(l);
+      out.push_back(l);
+    } catch (const std::exception&) {
+    }
+  }
+  be.set_simd("auto");
+  return out;
+}
+
 Tensor random_tensor(Shape shape, std::uint64_t seed) {
   Tensor t(DType::f32, std::move(shape));
   auto v = random_values(t.numel(), seed);
