@@ -255,6 +255,7 @@ TEST(GoldenNoise, TableFactorBlock) {
 TEST(NoiseTable, DeterministicForASeedAndFilledFromTheGenerator) {
   const NoiseTable a(5, 20), b(5, 20), c(6, 20);
   ASSERT_EQ(a.size(), std::uint64_t{1} << 20);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % (std::uintptr_t{2} << 20), 0u);  // on 2 MiB pages
   EXPECT_TRUE(std::equal(a.data(), a.data() + a.size(), b.data()));
   std::int64_t same = 0;
   for (std::uint64_t i = 0; i < a.size(); ++i) same += a.data()[i] == c.data()[i];

@@ -70,13 +70,28 @@ TEST(Int8Noise, TableOffsetsCollideAboutAsExpected) {
 }
 
 // The perturbed int8 matmul of member i equals ALGORITHM.md 2.1/2.3 computed here in int64.
+// From the generator and, read in place at random offsets, from the int8 noise table; a shape
+// small enough for the scalar tails and one wide enough for the SIMD tiles.
 TEST(QEggroll, PerturbedMatmulMatchesTheFormula) {
   auto backend = make_backend(BackendKind::cpu);
-  for (int rank : {1, 2, 3, 8}) {
-    const std::int64_t m = 7, n = 19, population = 6;
+  struct Case {
+    const char* source;
+    std::int64_t m, n;
+    int rank;
+  };
+  std::vector<Case> cases;
+  for (const char* source : {"generator", "table"})
+    for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{7, 19}, {70, 45}})
+      for (int rank : {1, 2, 3, 4, 8}) cases.push_back({source, m, n, rank});
+  for (const auto& [source, m, n, rank] : cases) {
+    SCOPED_TRACE(std::string(source) + " " + std::to_string(m) + "x" + std::to_string(n));
+    const std::int64_t population = 6;
     ParamStore store;
     Param& w = store.add("w", ParamKind::matrix, random_int8({m, n}, 11 + rank));
-    Strategy s(store, q_es(population, rank), OptimConfig{}, 9, 10, *backend);
+    EsConfig es = q_es(population, rank);
+    es.noise_source = source;
+    es.table_log2_size = 20;
+    Strategy s(store, es, OptimConfig{}, 9, 10, *backend);
     auto view = s.ask();
     Tensor x = random_int8({population, n}, 40 + rank, -127, 127);
     ForwardContext ctx{*backend, view.get(), 1};
@@ -85,6 +100,11 @@ TEST(QEggroll, PerturbedMatmulMatchesTheFormula) {
     const std::int64_t dn = 16 * q::isqrt(n);
     for (std::int64_t i = 0; i < population; ++i) {
       const std::int8_t* blk = s.noiser().qfactor_block(*view, w, i / 2);
+      if (s.noiser().int8_table() != nullptr) {  // the pair's slice of ALGORITHM.md 1.6, in place
+        ASSERT_EQ(blk, s.noiser().int8_table()->slice(w.id, view->noise_epoch(), static_cast<std::uint64_t>(i / 2),
+                                                      static_cast<std::uint64_t>(rank * (m + n))));
+      }
+      ASSERT_EQ(s.noiser().int8_table() != nullptr, std::string(source) == "table");
       const std::int8_t* B = blk;
       const std::int8_t* A = blk + n * rank;
       for (std::int64_t a = 0; a < m; ++a) {

@@ -1,12 +1,20 @@
-// system_info(): build flags and run-time CPU detection; retain_freed_memory().
+// system_info(): build flags and run-time CPU detection; retain_freed_memory(); huge-page arrays.
 #include "eggroll/core/system.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
+
+#include "eggroll/core/error.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 namespace eggroll {
@@ -54,6 +62,36 @@ void retain_freed_memory() {
   // (the page faults of a benchmark's epochs do not grow with the epochs), and threads that
   // allocate small tensors at every step (the RL task's blocks of members) would otherwise queue
   // on the one arena's lock.
+#endif
+}
+
+// Linux: an anonymous mapping 2 MiB larger than asked, trimmed at both ends to the 2 MiB-aligned
+// range (a fault in a marked, aligned range takes a whole huge page). Elsewhere: aligned_alloc.
+HugePageFree allocate_huge_pages(std::size_t bytes, void** out) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  const std::size_t size = (std::max<std::size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  check(raw != MAP_FAILED, "cannot map ", size, " bytes of memory");
+  const auto begin = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > begin) munmap(raw, aligned - begin);
+  if (aligned + size < begin + size + kHugePage) munmap(reinterpret_cast<void*>(aligned + size), begin + kHugePage - aligned);
+  *out = reinterpret_cast<void*>(aligned);
+  madvise(*out, size, MADV_HUGEPAGE);  // advice only: without huge pages the memory is still good
+  return HugePageFree{size};
+#else
+  *out = std::aligned_alloc(kHugePage, size);
+  check(*out != nullptr, "cannot allocate ", size, " bytes of memory");
+  return HugePageFree{0};
+#endif
+}
+
+void HugePageFree::operator()(void* p) const {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (p != nullptr) munmap(p, mapped_bytes);
+#else
+  std::free(p);
 #endif
 }
 

@@ -36,19 +36,25 @@ const T* PopulationView::cached(std::map<Key, Values<T>>& cache, const Param& p,
   return values.data() + (pair - pair_begin_) * len;
 }
 
-// A fill(pair, out) of len values: from the noise table when the noiser has one and the tag is
-// factors (a copy of the pair's slice: forward passes then read one contiguous block per view
-// instead of a random table offset per pair and call), else from the pair's stream.
-template <typename T, typename Table, typename StreamFill>
-auto PopulationView::filler(const Param& p, NoiseTag tag, std::int64_t len, const Table* table, StreamFill stream_fill) const {
+// A fill(pair, out) of len values from the pair's stream.
+template <typename T, typename StreamFill>
+auto PopulationView::filler(const Param& p, NoiseTag tag, std::int64_t len, StreamFill stream_fill) const {
   const std::uint64_t seed = noiser_->seed(), epoch = noise_epoch_, id = p.id;
-  const bool from_table = table != nullptr && tag == NoiseTag::factors;
   return [=](std::int64_t pair, T* out) {
-    if (from_table)
-      std::copy_n(table->slice(id, epoch, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len)), len, out);
-    else
-      stream_fill(noise_stream(seed, id, epoch, static_cast<std::uint64_t>(pair), tag), 0, static_cast<std::uint64_t>(len), out);
+    stream_fill(noise_stream(seed, id, epoch, static_cast<std::uint64_t>(pair), tag), 0, static_cast<std::uint64_t>(len), out);
   };
+}
+
+// The pair's slice of the noise table (ALGORITHM.md 1.6) when there is one and the tag is factors,
+// else null. Read in place: a copy into the view would write and read every value once more, and
+// the slices are long runs at random places that the hardware prefetchers follow (the kernels
+// fetch ahead where they read across several members: Blocked::prefetch_a). The table lies on
+// huge pages, so its random offsets cost no more TLB misses than one contiguous block would.
+template <typename Table>
+static auto table_slice(const Table* table, const Param& p, std::uint64_t epoch, std::int64_t pair, NoiseTag tag,
+                        std::int64_t len) -> decltype(table->data()) {
+  if (table == nullptr || tag != NoiseTag::factors) return nullptr;
+  return table->slice(p.id, epoch, static_cast<std::uint64_t>(pair), static_cast<std::uint64_t>(len));
 }
 
 void PopulationView::check_pair(std::int64_t pair) const {
@@ -57,40 +63,51 @@ void PopulationView::check_pair(std::int64_t pair) const {
 }
 
 const float* PopulationView::normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  return cached(normals_, p, pair, tag, len, filler<float>(p, tag, len, noiser_->table(), fill_normal));
+  if (const float* slice = table_slice(noiser_->table(), p, noise_epoch_, pair, tag, len)) return slice;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return cached(normals_, p, pair, tag, len, filler<float>(p, tag, len, fill_normal));
 }
 
 const std::uint32_t* PopulationView::bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  return cached(bits_, p, pair, tag, len, filler<std::uint32_t>(p, tag, len, static_cast<const NoiseTable*>(nullptr), fill_bits));
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return cached(bits_, p, pair, tag, len, filler<std::uint32_t>(p, tag, len, fill_bits));
 }
 
 const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair);
-  return cached(int8s_, p, pair, tag, len, filler<std::int8_t>(p, tag, len, noiser_->int8_table(), fill_int8));
+  if (const std::int8_t* slice = table_slice(noiser_->int8_table(), p, noise_epoch_, pair, tag, len)) return slice;
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return cached(int8s_, p, pair, tag, len, filler<std::int8_t>(p, tag, len, fill_int8));
 }
 
-// The pairs' values lie one after another in the cache (cached), so a range is one lookup.
-void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
-                                   std::int64_t count, const float** out) {
+// Generated values lie one pair after another in the cache (cached), so a range is one lookup;
+// table slices are looked up pair by pair.
+template <typename T, typename One>
+void PopulationView::range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
+                           bool from_table, One one, const T** out) {
   if (count <= 0) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_pair(pair_first + count - 1);
-  const float* first = normals(p, pair_first, tag, len);
+  if (from_table) {
+    for (std::int64_t k = 0; k < count; ++k) out[k] = one(pair_first + k);
+    return;
+  }
+  const T* first = one(pair_first);
   for (std::int64_t k = 0; k < count; ++k) out[k] = first + k * len;
+}
+
+void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
+                                   std::int64_t count, const float** out) {
+  range(p, tag, len, pair_first, count, noiser_->table() != nullptr && tag == NoiseTag::factors,
+        [&](std::int64_t pair) { return normals(p, pair, tag, len); }, out);
 }
 
 void PopulationView::int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
                                  std::int64_t count, const std::int8_t** out) {
-  if (count <= 0) return;
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check_pair(pair_first + count - 1);
-  const std::int8_t* first = int8s(p, pair_first, tag, len);
-  for (std::int64_t k = 0; k < count; ++k) out[k] = first + k * len;
+  range(p, tag, len, pair_first, count, noiser_->int8_table() != nullptr && tag == NoiseTag::factors,
+        [&](std::int64_t pair) { return int8s(p, pair, tag, len); }, out);
 }
 
 std::int64_t PopulationView::cached_bytes() const {

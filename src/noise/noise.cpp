@@ -70,25 +70,25 @@ namespace eggroll {
 
 // Fills a table of 2^log2_size values of the stream (seed, "noise_table") in parallel chunks.
 template <typename T, typename Fill>
-static void fill_table(std::uint64_t seed, int log2_size, std::vector<T>& values, Fill fill) {
+static HugePageArray<T> fill_table(std::uint64_t seed, int log2_size, Fill fill) {
   check(log2_size >= 10 && log2_size <= 30, "es.table_log2_size = ", log2_size, ": expected 10..30");
-  values.resize(std::size_t{1} << log2_size);
+  const std::int64_t size = std::int64_t{1} << log2_size;
+  HugePageArray<T> values = make_huge_page_array<T>(static_cast<std::size_t>(size));
   const NoiseStream stream = noise_stream(seed, param_id("noise_table"), 0, 0, NoiseTag::table);
   // Chunks of 2^16 values (the whole table when it is smaller; sizes are powers of two).
-  const std::int64_t chunk = std::min<std::int64_t>(static_cast<std::int64_t>(values.size()), std::int64_t{1} << 16);
-  const std::int64_t n_chunks = static_cast<std::int64_t>(values.size()) / chunk;
+  const std::int64_t chunk = std::min<std::int64_t>(size, std::int64_t{1} << 16);
+  const std::int64_t n_chunks = size / chunk;
 #pragma omp parallel for schedule(static)
   for (std::int64_t c = 0; c < n_chunks; ++c)
-    fill(stream, static_cast<std::uint64_t>(c * chunk), static_cast<std::uint64_t>(chunk), values.data() + c * chunk);
+    fill(stream, static_cast<std::uint64_t>(c * chunk), static_cast<std::uint64_t>(chunk), values.get() + c * chunk);
+  return values;
 }
 
-NoiseTable::NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
-  fill_table(seed, log2_size, values_, fill_normal);
-}
+NoiseTable::NoiseTable(std::uint64_t seed, int log2_size)
+    : seed_(seed), values_(fill_table<float>(seed, log2_size, fill_normal)), size_(std::uint64_t{1} << log2_size) {}
 
-Int8NoiseTable::Int8NoiseTable(std::uint64_t seed, int log2_size) : seed_(seed) {
-  fill_table(seed, log2_size, values_, fill_int8);
-}
+Int8NoiseTable::Int8NoiseTable(std::uint64_t seed, int log2_size)
+    : seed_(seed), values_(fill_table<std::int8_t>(seed, log2_size, fill_int8)), size_(std::uint64_t{1} << log2_size) {}
 
 const std::int8_t kInt8NormalTable[kNormalTableSize] = {
 #include "int8_normal_table.inc"

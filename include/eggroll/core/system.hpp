@@ -1,5 +1,7 @@
 // What this build and this machine offer: version, optional parts, CPU model, SIMD level, threads.
 #pragma once
+#include <cstddef>
+#include <memory>
 #include <string>
 
 namespace eggroll {
@@ -22,5 +24,23 @@ SystemInfo system_info();
 // than the arithmetic. The CLI calls it at start; a program that embeds the library may too.
 // Does nothing where the C library has no such setting.
 void retain_freed_memory();
+
+// Uninitialised memory for count values of T on 2 MiB boundaries, marked for transparent huge
+// pages where the system offers them (Linux madvise; elsewhere plain aligned memory). For large
+// tables read at random offsets (the noise tables): one TLB entry then covers 2 MiB instead of
+// 4 KiB. Throws eggroll::Error when the memory cannot be had.
+struct HugePageFree {
+  std::size_t mapped_bytes = 0;
+  void operator()(void* p) const;
+};
+HugePageFree allocate_huge_pages(std::size_t bytes, void** out);
+template <typename T>
+using HugePageArray = std::unique_ptr<T[], HugePageFree>;
+template <typename T>
+HugePageArray<T> make_huge_page_array(std::size_t count) {
+  void* p = nullptr;
+  HugePageFree free = allocate_huge_pages(count * sizeof(T), &p);
+  return HugePageArray<T>(static_cast<T*>(p), free);
+}
 
 }  // namespace eggroll

@@ -40,9 +40,9 @@ class PopulationView {
   std::int64_t pair_begin() const { return pair_begin_; }
   std::int64_t pair_end() const { return pair_end_; }
 
-  // len normal values of (param, pair, tag), pair in [pair_begin, pair_end): copied from the noise
-  // table (tag factors, es.noise_source = table) or generated, once per view for all its pairs.
-  // Call from one thread; the pointer stays valid for the view's lifetime.
+  // len normal values of (param, pair, tag), pair in [pair_begin, pair_end): the pair's slice of
+  // the noise table itself (tag factors, es.noise_source = table), or generated once per view for
+  // all its pairs. The pointer stays valid for the view's lifetime.
   const float* normals(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   const std::uint32_t* bits(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   // The int8 noise of ALGORITHM.md 2.2, from the int8 noise table or generated once per view.
@@ -97,8 +97,11 @@ class PopulationView {
   template <typename T, typename Fill>
   const T* cached(std::map<Key, Values<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
                   std::int64_t len, Fill fill);
-  template <typename T, typename Table, typename StreamFill>
-  auto filler(const Param& p, NoiseTag tag, std::int64_t len, const Table* table, StreamFill stream_fill) const;
+  template <typename T, typename StreamFill>
+  auto filler(const Param& p, NoiseTag tag, std::int64_t len, StreamFill stream_fill) const;
+  template <typename T, typename One>
+  void range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
+             bool from_table, One one, const T** out);
   void check_pair(std::int64_t pair) const;
 
   const Noiser* noiser_;

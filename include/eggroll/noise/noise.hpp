@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "eggroll/core/system.hpp"
 #include "eggroll/noise/philox.hpp"
 
 namespace eggroll {
@@ -86,8 +87,8 @@ std::uint64_t table_offset(std::uint64_t seed, std::uint64_t param, std::uint64_
 class NoiseTable {
  public:
   NoiseTable(std::uint64_t seed, int log2_size);
-  const float* data() const { return values_.data(); }
-  std::uint64_t size() const { return values_.size(); }
+  const float* data() const { return values_.get(); }
+  std::uint64_t size() const { return size_; }
   // The slice of a pair's factors (or a vector's values): slice_len values from table_offset.
   const float* slice(std::uint64_t param, std::uint64_t epoch, std::uint64_t pair,
                      std::uint64_t slice_len) const {
@@ -96,15 +97,16 @@ class NoiseTable {
 
  private:
   std::uint64_t seed_;
-  std::vector<float> values_;
+  HugePageArray<float> values_;  // read at random offsets: on huge pages where the system has them
+  std::uint64_t size_;
 };
 
 // The int8 noise table: the int8 transform of the same draws as NoiseTable (q_eggroll).
 class Int8NoiseTable {
  public:
   Int8NoiseTable(std::uint64_t seed, int log2_size);
-  const std::int8_t* data() const { return values_.data(); }
-  std::uint64_t size() const { return values_.size(); }
+  const std::int8_t* data() const { return values_.get(); }
+  std::uint64_t size() const { return size_; }
   const std::int8_t* slice(std::uint64_t param, std::uint64_t epoch, std::uint64_t pair,
                            std::uint64_t slice_len) const {
     return data() + table_offset(seed_, param, epoch, pair, size(), slice_len);
@@ -112,7 +114,8 @@ class Int8NoiseTable {
 
  private:
   std::uint64_t seed_;
-  std::vector<std::int8_t> values_;
+  HugePageArray<std::int8_t> values_;  // read at random offsets: on huge pages where the system has them
+  std::uint64_t size_;
 };
 
 }  // namespace eggroll

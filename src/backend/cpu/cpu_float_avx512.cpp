@@ -209,11 +209,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   }
   const std::int64_t block_floats = r * (n + m);
   const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
-    // The factor blocks of the next block of rows, into L2: the store reads A_j a panel at a time
-    // across the members of a block of rows, an order the hardware prefetcher cannot follow.
-    // (From the factors, not row_a: those rows may be another thread's, being prepared.)
+    // Several rows per member: the factor blocks of the next block of rows (a few members), into
+    // L2, for the transposes. (From the factors, not row_a: those rows may be another thread's,
+    // being prepared.) One row per member: a block of rows meets dozens of members, whose blocks
+    // would not fit; the tiles fetch the A values a tile ahead (Blocked::prefetch_a) and the
+    // products below the next member's B.
     const float* fetched = nullptr;
-    for (std::int64_t i = last; i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
+    for (std::int64_t i = last; transposed && i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == fetched) continue;
@@ -251,6 +253,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         for (std::int64_t t = 0; t < run; ++t) row_a[i + t] = at;
         xb_transposed(x + i * n, run, bt.data(), n, r, s);
       } else {
+        if (i + run < last && row_a[i + run] != nullptr)
+          for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(f.blocks[j + 1] + e), _MM_HINT_T0);
         for (std::int64_t t = 0; t < run; ++t) xb_row(x + (i + t) * n, f.blocks[j], n, r, s + t * r);
       }
       for (std::int64_t c = 0; c < run * r; ++c) s[c] *= f.coef[j];
@@ -260,6 +264,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   cpu_sgemm::LowRankEpilogue e;
   e.rank = r;
   e.m = m;
+  e.rows = batch.rows();
   e.row_a = row_a.get();
   e.row_scale = row_scale.get();
   e.a_by_rank = r == 1 || transposed;

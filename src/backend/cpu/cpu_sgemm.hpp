@@ -35,6 +35,7 @@ std::vector<std::string> levels();
 // fused, y is written once instead of being read back and rewritten.
 struct LowRankEpilogue {
   std::int64_t rank = 1, m = 0;
+  std::int64_t rows = 0;                // rows of the call (the length of row_a)
   const float* const* row_a = nullptr;  // (rows): the row's A_j, null for an unperturbed member
   const float* row_scale = nullptr;     // (rows, rank): s_i
   // true: row_a points at A_j^T (rank, m), each c's values contiguous (rank 1: A_j itself);

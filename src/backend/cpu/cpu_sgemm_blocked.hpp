@@ -180,6 +180,30 @@ struct Blocked {
     }
   }
 
+  // The A values that the tile of rows [row, row + kMr) at outputs [col, col + kNr) will read,
+  // towards L2: issued before the tile ahead of it, which computes for about a microsecond while
+  // they arrive. With one row per member every row brings a new factor block from a random place (a
+  // noise table slice, or a view far larger than the caches), in an order (a panel's columns of
+  // one member after another) that the hardware prefetchers do not follow. (Inlined early on
+  // purpose: GCC 12 finds a function whose only effects are prefetches free of side effects and
+  // drops the calls.)
+  [[gnu::always_inline]] static inline void prefetch_a(const LowRankEpilogue& ep, std::int64_t row, std::int64_t col) {
+    constexpr int kLine = 16;  // floats per 64-byte line
+    if (col >= ep.m) return;
+    const float* last = nullptr;
+    for (std::int64_t r = row; r < min64(row + kMr, ep.rows); ++r) {
+      const float* a = ep.row_a[r];
+      if (a == nullptr || a == last) continue;
+      last = a;
+      if (ep.a_by_rank) {
+        for (std::int64_t c = 0; c < ep.rank; ++c)
+          for (int e = 0; e < kNr; e += kLine) __builtin_prefetch(a + c * ep.m + col + e, 0, 2);
+      } else {
+        for (std::int64_t e = 0; e < kNr * ep.rank; e += kLine) __builtin_prefetch(a + col * ep.rank + e, 0, 2);
+      }
+    }
+  }
+
   template <int MR>
   static bool all_perturbed(const LowRankEpilogue& ep, std::int64_t row) {
     bool all = true;
@@ -246,14 +270,18 @@ struct Blocked {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
         const LowRankEpilogue* epk = k0 + kc == n ? ep : nullptr;
+        if (epk != nullptr) prefetch_a(*epk, i0, p0 * kNr);
         for (std::int64_t p = p0; p < p1; ++p) {
           const float* panel = packed + (p * n + k0) * kNr;
           const int cols = static_cast<int>(min64(kNr, m - p * kNr));
           const int nv = (cols + kLanes - 1) / kLanes;
           std::int64_t i = i0;
           if (nv == kNv && cols == kNr)
-            for (; i + kMr <= i1; i += kMr)
+            for (; i + kMr <= i1; i += kMr) {
+              // the next tile's A: the next rows, or the next panel's first rows
+              if (epk != nullptr) prefetch_a(*epk, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
+            }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr)
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
