@@ -268,6 +268,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.row_a = row_a.get();
   e.row_scale = row_scale.get();
   e.a_by_rank = r == 1 || transposed;
+  e.fetch_a_ahead = rows_per_member == 1;
   e.prepare = &prepare;
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }

@@ -41,6 +41,9 @@ struct LowRankEpilogue {
   // true: row_a points at A_j^T (rank, m), each c's values contiguous (rank 1: A_j itself);
   // false: at A_j (m, rank) in the factor block, whose columns the store takes itself.
   bool a_by_rank = true;
+  // true: rows meet a new factor block at nearly every row (one row per member), so the driver
+  // fetches each tile's A values ahead of it; false: a member's rows share A, which stays cached.
+  bool fetch_a_ahead = false;
   // Optional: fills row_scale (and row_a) of rows [first, last). The driver calls it for each
   // block of rows just before computing them, while those rows of x are in cache (a separate
   // pass over x before the GEMM re-reads every activation from memory), or once for all rows

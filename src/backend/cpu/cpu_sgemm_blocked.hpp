@@ -270,7 +270,8 @@ struct Blocked {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
         const LowRankEpilogue* epk = k0 + kc == n ? ep : nullptr;
-        if (epk != nullptr) prefetch_a(*epk, i0, p0 * kNr);
+        const LowRankEpilogue* ahead = epk != nullptr && epk->fetch_a_ahead ? epk : nullptr;
+        if (ahead != nullptr) prefetch_a(*ahead, i0, p0 * kNr);
         for (std::int64_t p = p0; p < p1; ++p) {
           const float* panel = packed + (p * n + k0) * kNr;
           const int cols = static_cast<int>(min64(kNr, m - p * kNr));
@@ -279,7 +280,7 @@ struct Blocked {
           if (nv == kNv && cols == kNr)
             for (; i + kMr <= i1; i += kMr) {
               // the next tile's A: the next rows, or the next panel's first rows
-              if (epk != nullptr) prefetch_a(*epk, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
+              if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
             }
           else if (nv == kNv)
