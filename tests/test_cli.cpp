@@ -85,6 +85,33 @@ TEST(Cli, InfoNamesBackendsAndSimd) {
   EXPECT_THAT(r.output, HasSubstr("simd: "));
 }
 
+// The forward suite's records, and for table noise the bound of reading the factors at the
+// machine's read bandwidth (small sizes: seconds; the figures themselves are benchmarks).
+TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
+  TempDir dir;
+  const std::string json = (dir.path() / "forward.json").string();
+  auto r = run_cli("bench --suite forward --dtypes f32 int8 --models small --populations 64 --ranks 2 --rows 1 "
+                   "--noise generator table --reps 1 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(records.size(), 4u);
+  for (const auto& rec : records) {
+    SCOPED_TRACE(rec.dump());
+    EXPECT_EQ(rec["suite"], "forward");
+    for (const char* key : {"inference_rows_per_s", "eggroll_rows_per_s", "ratio", "gmacs", "peak_fraction"})
+      EXPECT_GT(rec[key].get<double>(), 0.0) << key;
+    if (rec["noise"] == "table") {
+      // small = 4-256-2: a pair's 2 (4 + 256 + 256 + 2) values, shared by its two members' rows
+      const double value_bytes = rec["dtype"] == "int8" ? 1.0 : 4.0;
+      EXPECT_DOUBLE_EQ(rec["factor_bytes_per_row"].get<double>(), 2.0 * 518.0 * value_bytes / 2.0);
+      EXPECT_GT(rec["read_bound"].get<double>(), 0.0);
+      EXPECT_LE(rec["read_bound"].get<double>(), 1.0);
+    } else {
+      EXPECT_FALSE(rec.contains("read_bound"));
+    }
+  }
+}
+
 struct BadCase {
   std::string args, message;
 };

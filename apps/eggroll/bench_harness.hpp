@@ -85,7 +85,10 @@ nlohmann::json machine_json();
 // Peak multiply-adds per second (G) of this machine for a dtype ("f32" or "int8") at the best
 // level, measured once per process by the register-only loops of the peak suite.
 double peak_gmacs(const std::string& dtype);
-// The peak suite's records: each level's fp32 FMA and int8 dot-product rate on all threads.
+// The peak suite's records: each level's fp32 FMA and int8 dot-product rate on all threads, and
+// the memory read bandwidth.
 nlohmann::json measure_peaks(bool print);
+// G bytes per second that all threads read from memory together, measured once per process.
+double read_bandwidth();
 
 }  // namespace eggroll::cli::benchlib

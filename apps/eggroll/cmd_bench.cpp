@@ -168,8 +168,8 @@ void add_rate(nlohmann::json& rec, const Case& c, double rows_per_s) {
 nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
-  std::printf("%-40s %12s %12s %7s %9s %7s %10s\n", "case", "infer rows/s", "egg rows/s", "ratio", "G MAC/s",
-              "peak", "open_es");
+  std::printf("%-40s %12s %12s %7s %9s %7s %10s %7s\n", "case", "infer rows/s", "egg rows/s", "ratio", "G MAC/s",
+              "peak", "open_es", "bound");
   for (const Case& c : cases_of(sweep)) {
     auto model = make_bench_model(c);
     const std::string noiser_name = c.dtype == "int8" ? "q_eggroll" : "eggroll";
@@ -184,6 +184,19 @@ nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
     rec["eggroll_rows_per_s"] = rows / t[1];
     rec["ratio"] = t[0] / t[1];
     add_rate(rec, c, rows / t[0]);
+    // Table noise: the best ratio if the factors were only read, once, at the machine's read
+    // bandwidth (a pair's r (m + n) values per matrix, shared by its two members' R rows each).
+    std::string bound = "-";
+    if (c.noise == "table") {
+      const double bytes_per_row = static_cast<double>(c.rank * c.model->sum_mn_plus()) *
+                                   (c.dtype == "int8" ? 1.0 : 4.0) / (2.0 * static_cast<double>(c.rows_per_member));
+      const double read_s = bytes_per_row * rows / (read_bandwidth() * 1e9);
+      rec["factor_bytes_per_row"] = bytes_per_row;
+      rec["read_bound"] = t[0] / (t[0] + read_s);
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f", t[0] / (t[0] + read_s));
+      bound = buf;
+    }
     std::string oes = "-";
     // open_es for contrast (one GEMM per member), on a slice of the population: a rate needs no more.
     if (open_es && c.noise == "generator" && c.rank == sweep.ranks.front()) {
@@ -206,8 +219,9 @@ nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
       std::snprintf(buf, sizeof buf, "%.4f", oes_rows_per_s / (rows / t[0]));
       oes = buf;
     }
-    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10s\n", case_label(c).c_str(), rows / t[0], rows / t[1],
-                t[0] / t[1], rec["gmacs"].get<double>(), 100.0 * rec["peak_fraction"].get<double>(), oes.c_str());
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10s %7s\n", case_label(c).c_str(), rows / t[0], rows / t[1],
+                t[0] / t[1], rec["gmacs"].get<double>(), 100.0 * rec["peak_fraction"].get<double>(), oes.c_str(),
+                bound.c_str());
     std::fflush(stdout);
     records.push_back(rec);
   }

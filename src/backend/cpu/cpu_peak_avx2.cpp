@@ -34,4 +34,20 @@ std::int64_t int8_avx2(std::int64_t iterations, int* sink) {
   return iterations * kChains * 32;
 }
 
+float read_avx2(const float* p, std::int64_t count) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::int64_t k = 0; k < count; k += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + k));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + k + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + k + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + k + 24));
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, s);
+  float sum = 0.0f;
+  for (float v : lane) sum += v;
+  return sum;
+}
+
 }  // namespace eggroll::cpu_peak

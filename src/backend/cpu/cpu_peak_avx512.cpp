@@ -34,4 +34,19 @@ std::int64_t int8_vnni512(std::int64_t iterations, int* sink) {
   return iterations * kChains * 64;
 }
 
+float read_avx512(const float* p, std::int64_t count) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::int64_t k = 0; k < count; k += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p + k));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + k + 16));
+    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(p + k + 32));
+    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(p + k + 48));
+  }
+  alignas(64) float lane[16];
+  _mm512_store_ps(lane, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+  float sum = 0.0f;
+  for (float v : lane) sum += v;
+  return sum;
+}
+
 }  // namespace eggroll::cpu_peak
