@@ -171,9 +171,8 @@ std::map<std::string, double>& peak_cache() {
 }
 
 // G bytes per second read from memory by every thread at once, each its own contiguous part of a
-// 256 MiB buffer on huge pages (as the noise tables are), far past the caches (on the 2-core
-// development VM one thread reads 84 GB/s from 4 MiB, 47 from 32 MiB, 26-28 from 64 MiB up): the
-// best of 5 passes after the one that touches the pages. 0 where no vector read loop runs.
+// 256 MiB buffer on huge pages (as the noise tables are), far past the caches: the best of 5
+// passes after the one that touches the pages. 0 where no vector read loop runs.
 double measure_read_bandwidth() {
   bool avx2 = false, avx512 = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
