@@ -219,7 +219,9 @@ std::int64_t Noiser::bytes_per_pair(const ParamStore& params) const {
   std::int64_t n = 0;
   for (const Param& p : params.all()) {
     if (!p.perturbed()) continue;
-    n += p.low_rank() ? rank_ * (p.rows() + p.cols()) : p.value.numel();
+    // factor blocks from the noise table are read in place, not held
+    if (p.low_rank()) n += table() != nullptr ? 0 : rank_ * (p.rows() + p.cols());
+    else n += p.value.numel();
   }
   return n * static_cast<std::int64_t>(sizeof(float));
 }

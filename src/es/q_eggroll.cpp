@@ -67,7 +67,8 @@ class QEggroll final : public Noiser {
   std::int64_t bytes_per_pair(const ParamStore& params) const override {
     std::int64_t n = 0;
     for (const Param& p : params.all())
-      if (p.perturbed()) n += p.low_rank() ? rank_ * (p.rows() + p.cols()) : 2 * p.value.numel();
+      if (p.perturbed())  // factor blocks from the int8 noise table are read in place, not held
+        n += p.low_rank() ? (int8_table() != nullptr ? 0 : rank_ * (p.rows() + p.cols())) : 2 * p.value.numel();
     return n;
   }
 
