@@ -91,7 +91,7 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
   TempDir dir;
   const std::string json = (dir.path() / "forward.json").string();
   auto r = run_cli("bench --suite forward --dtypes f32 int8 --models small --populations 64 --ranks 2 --rows 1 "
-                   "--noise generator table --reps 1 --json " + json);
+                   "--noise generator table --table-log2 20 --reps 1 --json " + json);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto records = nlohmann::json::parse(slurp(json));
   ASSERT_EQ(records.size(), 4u);
@@ -104,6 +104,7 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
       // small = 4-256-2: a pair's 2 (4 + 256 + 256 + 2) values, shared by its two members' rows
       const double value_bytes = rec["dtype"] == "int8" ? 1.0 : 4.0;
       EXPECT_DOUBLE_EQ(rec["factor_bytes_per_row"].get<double>(), 2.0 * 518.0 * value_bytes / 2.0);
+      EXPECT_EQ(rec["table_log2_size"], 20);
       EXPECT_GT(rec["read_bound"].get<double>(), 0.0);
       EXPECT_LE(rec["read_bound"].get<double>(), 1.0);
     } else {

@@ -39,6 +39,7 @@ struct Case {
   std::string dtype;  // f32 | int8
   std::int64_t population, rank, rows_per_member;
   std::string noise;  // generator | table
+  int table_log2 = 24;  // es.table_log2_size of table noise
 };
 
 std::string case_label(const Case& c) {
@@ -55,7 +56,7 @@ EsConfig es_config(const Case& c, const std::string& noiser) {
   es.rank = static_cast<int>(c.rank);
   es.sigma = 0.01;
   es.noise_source = c.noise;
-  es.table_log2_size = 24;
+  es.table_log2_size = c.table_log2;
   if (noiser == "q_eggroll") es.shaping = "antithetic_sign";
   es.memory_budget = std::int64_t{8} << 30;  // one view per epoch, as the benchmark measures
   return es;
@@ -137,6 +138,7 @@ std::unique_ptr<Model> make_bench_model(const Case& c) {
 struct Sweep {
   std::vector<std::string> models, dtypes, noises;
   std::vector<std::int64_t> populations, ranks, rows;
+  int table_log2 = 24;
 };
 
 std::vector<Case> cases_of(const Sweep& s) {
@@ -146,14 +148,16 @@ std::vector<Case> cases_of(const Sweep& s) {
       for (std::int64_t n : s.populations)
         for (std::int64_t r : s.ranks)
           for (std::int64_t rows : s.rows)
-            for (const auto& noise : s.noises) out.push_back({&mlp_shape(m), d, n, r, rows, noise});
+            for (const auto& noise : s.noises) out.push_back({&mlp_shape(m), d, n, r, rows, noise, s.table_log2});
   return out;
 }
 
 nlohmann::json base_record(const char* suite, const Case& c) {
-  return {{"suite", suite},        {"model", c.model->name},       {"dtype", c.dtype},
-          {"population", c.population}, {"rank", c.rank}, {"rows_per_member", c.rows_per_member},
-          {"noise", c.noise},      {"machine", machine_json()}};
+  nlohmann::json rec = {{"suite", suite},        {"model", c.model->name},       {"dtype", c.dtype},
+                        {"population", c.population}, {"rank", c.rank}, {"rows_per_member", c.rows_per_member},
+                        {"noise", c.noise},      {"machine", machine_json()}};
+  if (c.noise == "table") rec["table_log2_size"] = c.table_log2;
+  return rec;
 }
 
 // G multiply-adds per second of plain inference at rows_per_s, and its fraction of the peak.
@@ -481,6 +485,7 @@ int bench(const BenchArgs& args) {
   if (!args.ranks.empty()) sweep.ranks = args.ranks;
   if (!args.rows.empty()) sweep.rows = args.rows;
   if (!args.noises.empty()) sweep.noises = args.noises;
+  sweep.table_log2 = args.table_log2;
   for (const auto& m : sweep.models) mlp_shape(m);  // names checked before any work
   for (const auto& d : sweep.dtypes) check(d == "f32" || d == "int8", "bench: --dtypes '", d, "': expected f32 or int8");
   for (const auto& n : sweep.noises)

@@ -43,6 +43,7 @@ struct BenchArgs {
   // Sweep overrides (empty = the suite's default sweep).
   std::vector<std::string> models, dtypes, noises;
   std::vector<std::int64_t> populations, ranks, rows;
+  int table_log2 = 24;            // es.table_log2_size of table noise
   std::string json;
 };
 int bench(const BenchArgs& args);

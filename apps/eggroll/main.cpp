@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
   b->add_option("--ranks", bench_args.ranks, "Ranks, e.g. 1,4")->delimiter(',');
   b->add_option("--rows", bench_args.rows, "Rows per member R, e.g. 1,16")->delimiter(',');
   b->add_option("--noise", bench_args.noises, "generator, table")->delimiter(',');
+  b->add_option("--table-log2", bench_args.table_log2, "es.table_log2_size of table noise (default 24)")
+      ->check(CLI::Range(20, 30));
   b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)");
 
   std::string info_json;
