@@ -3,10 +3,12 @@
 // path on the input repeated once per member, for every noiser, backend and member range.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "eggroll/model/model.hpp"
 #include "support/es_test_helpers.hpp"
+#include "support/test_support.hpp"
 
 namespace eggroll {
 namespace {
@@ -50,6 +52,39 @@ TEST(SharedInput, FirstLayerOnceEqualsTheRepeatedInputBitForBit) {
       }
     }
   }
+}
+
+// Backend::lowrank_correction_onto promises the bits of copying base into every member's rows
+// and then lowrank_correction, at every level: members with their own blocks, an unperturbed
+// member (coef 0) with a block and one without, one row or several per member, ranks in and out of the
+// vectorised set, threads.
+TEST(SharedInput, CorrectionOntoBaseEqualsCopyThenCorrection) {
+  struct S { std::int64_t members, rpm, m, n, r; };
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+    for (const std::string& level : testing::simd_levels(*make_backend(kind)))
+      for (S s : {S{5, 1, 64, 196, 1}, S{6, 7, 10, 64, 2}, S{4, 3, 33, 17, 3}, S{5, 2, 70, 40, 4}})
+        for (int threads : {1, 2}) {
+          auto be = make_backend(kind);
+          be->set_simd(level);
+          be->set_threads(threads);
+          SCOPED_TRACE(be->name() + " " + level + " m=" + std::to_string(s.m) + " r=" + std::to_string(s.r));
+          const std::int64_t rows = s.members * s.rpm, len = s.r * (s.m + s.n);
+          const auto x = testing::random_values(rows * s.n, 3), base = testing::random_values(s.rpm * s.m, 4);
+          const auto factors = testing::random_values(s.members * len, 5);
+          std::vector<const float*> blocks(static_cast<std::size_t>(s.members));
+          std::vector<float> coef(static_cast<std::size_t>(s.members));
+          for (std::int64_t j = 0; j < s.members; ++j) {
+            blocks[j] = j == 2 ? nullptr : factors.data() + j * len;  // member 2: unperturbed, no block
+            coef[j] = j == 1 || j == 2 ? 0.0f : 0.1f * static_cast<float>(j % 2 ? -1 : 1);  // 1: unperturbed
+          }
+          const LowRankFactors f{s.m, s.n, s.r, blocks.data(), coef.data()};
+          std::vector<float> onto(static_cast<std::size_t>(rows * s.m), std::nanf("")), apart(onto.size());
+          be->lowrank_correction_onto({s.members, s.rpm}, f, x.data(), base.data(), onto.data());
+          for (std::int64_t j = 0; j < s.members; ++j)
+            std::copy(base.begin(), base.end(), apart.begin() + j * s.rpm * s.m);
+          be->lowrank_correction({s.members, s.rpm}, f, x.data(), apart.data());
+          ASSERT_EQ(0, std::memcmp(onto.data(), apart.data(), onto.size() * sizeof(float)));
+        }
 }
 
 TEST(SharedInput, WrongRowCountIsAClearError) {

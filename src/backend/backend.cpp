@@ -23,6 +23,13 @@ void check_cross_entropy(std::int64_t rows, std::int64_t classes, const std::int
 }
 }  // namespace detail
 
+void Backend::lowrank_correction_onto(const MemberRows& batch, const LowRankFactors& f, const float* x,
+                                      const float* base, float* y) {
+  const std::int64_t rows = batch.rows_per_member * f.m;
+  for (std::int64_t j = 0; j < batch.n_members; ++j) std::copy_n(base, rows, y + j * rows);
+  lowrank_correction(batch, f, x, y);
+}
+
 void Backend::cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,
                             std::int64_t label_period, double* loss, std::uint8_t* correct) {
   detail::check_cross_entropy(rows, classes, labels, label_period);

@@ -106,8 +106,10 @@ void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, 
   for_member_blocks(ctx, [&](ForwardContext& block) {
     for (std::int64_t j = block.member_begin - ctx.member_begin, end = j + block.members(); j < end; ++j) {
       float* yj = y + j * rows * m;
-      std::copy(base.begin(), base.end(), yj);
-      if (perturb) block.backend.lowrank_correction({1, rows}, {m, n, rank_, &blocks[j], &coef[j]}, x, yj);
+      if (perturb)  // base + the member's correction, base read in place of a copy
+        block.backend.lowrank_correction_onto({1, rows}, {m, n, rank_, &blocks[j], &coef[j]}, x, base.data(), yj);
+      else
+        std::copy(base.begin(), base.end(), yj);
     }
   });
 }

@@ -72,6 +72,12 @@ class Backend {
   // y[row] += coef_j * (x[row] B_j) A_j^T for every row of member j.
   virtual void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                                   float* y) = 0;
+  // The shared-input form: y[j R + t] = base[t] + the correction of row j R + t (R = rows per
+  // member), every member's rows starting from the same R base rows (x W^T of an input that all
+  // members share). Equals copying base into each member's rows, then lowrank_correction; a
+  // backend may read base in place of the copy (the cpu backend does).
+  virtual void lowrank_correction_onto(const MemberRows& batch, const LowRankFactors& f, const float* x,
+                                       const float* base, float* y);
   // y (rows, m) = x W^T followed by lowrank_correction: the perturbed forward of a matrix. A backend
   // may fuse the two (the cpu backend does); the result equals the two calls in sequence.
   virtual void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,

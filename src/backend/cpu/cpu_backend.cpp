@@ -95,6 +95,16 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void lowrank_correction_onto(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
+                               float* y) override {
+    if (!float_avx512()) return Backend::lowrank_correction_onto(batch, f, x, base, y);
+    const bool big = batch.rows() * f.rank * (f.m + f.n) >= kParallelMinElements;
+    cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
+      const auto [first, last] = cpu_parallel::share(batch.n_members, t, nt);
+      cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first, base);
+    });
+  }
+
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                       const float* const* blocks, const double* weight, float* out) override {
     if (float_avx512()) return cpu_float_avx512::lowrank_update(m, n, r, n_terms, blocks, weight, out);

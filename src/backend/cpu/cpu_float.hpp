@@ -15,9 +15,10 @@ namespace eggroll::cpu_float_avx512 {
 
 // y[row] += coef_j (x[row] B_j) A_j^T for the rows of members [member_first, member_first + count)
 // of the batch, as y = fma(s[c], A_j[:, c], y) for c in order with s = coef_j (x[row] B_j); runs on
-// the calling thread.
+// the calling thread. With base: y[j R + t] = base[t] + the correction instead (R rows per member;
+// the same operations from base's values, so the same bits as a copy of base then the above).
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
-                        std::int64_t member_first, std::int64_t count);
+                        std::int64_t member_first, std::int64_t count, const float* base = nullptr);
 
 // y (rows, m) = x W^T + the correction above for every member of the batch, fused into the fp32
 // GEMM's stores (cpu_sgemm.hpp; needs its avx512 level): the same bits as gemm_nt followed by

@@ -158,7 +158,7 @@ inline void member_xb(const float* x, std::int64_t rows, const float* b, std::in
 }  // namespace
 
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
-                        std::int64_t member_first, std::int64_t count) {
+                        std::int64_t member_first, std::int64_t count, const float* base) {
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows = batch.rows_per_member;
   // Rank > 1: each member's A (m, r) transposed to (r, m), so the product below reads contiguous
   // values (the same values, in the same order, as the fused store's).
@@ -167,7 +167,10 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
   std::vector<float> xb(static_cast<std::size_t>(rows * r)), scale(static_cast<std::size_t>(r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
-    if (coef == 0.0f || f.blocks[j] == nullptr) continue;
+    if (coef == 0.0f || f.blocks[j] == nullptr) {
+      if (base != nullptr) std::copy_n(base, rows * m, y + j * rows * m);
+      continue;
+    }
     const float* b = f.blocks[j];
     const float* at = b + n * r;
     if (r > 1) {
@@ -177,11 +180,12 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
     member_xb(x + j * rows * n, rows, b, n, r, bt_scratch.data(), xb.data());
     for (std::int64_t t = 0; t < rows; ++t) {
       float* yr = y + (j * rows + t) * m;
+      const float* from = base != nullptr ? base + t * m : yr;  // the row's value before the correction
       for (std::int64_t c = 0; c < r; ++c) scale[c] = coef * xb[t * r + c];
       // y = fma(s[c], A[:, c], y) for c in order: the fused store's operations (cpu_sgemm.hpp).
       for (std::int64_t a = 0; a < m; a += 16) {
         const __mmask16 ma = lanes(m - a);
-        __m512 acc = _mm512_maskz_loadu_ps(ma, yr + a);
+        __m512 acc = _mm512_maskz_loadu_ps(ma, from + a);
         for (std::int64_t c = 0; c < r; ++c)
           acc = _mm512_fmadd_ps(_mm512_set1_ps(scale[c]), _mm512_maskz_loadu_ps(ma, at + c * m + a), acc);
         _mm512_mask_storeu_ps(yr + a, ma, acc);
