@@ -19,8 +19,13 @@ PopulationView::PopulationView(const Noiser& noiser, std::int64_t epoch, double 
   pair_end_ = begin == end ? 0 : noiser.pair_of(end - 1) + 1;
 }
 
-// The cached values of (param, tag) for every pair of the view, filled on first use in parallel
-// over pairs by fill(pair, out) (len values each); returns the pair's len values.
+// Below this many values a cache is filled on the calling thread: about 40 us of generation, less
+// than waking a team of threads that sleep between epochs costs on a virtual machine (a small
+// model's epoch fills several such caches).
+constexpr std::int64_t kParallelFillValues = std::int64_t{1} << 17;
+
+// The cached values of (param, tag) for every pair of the view, filled on first use by fill(pair,
+// out) (len values each), in parallel over pairs when there are many; returns the pair's values.
 template <typename T, typename Fill>
 const T* PopulationView::cached(std::map<Key, Values<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
                                 std::int64_t len, Fill fill) {
@@ -28,8 +33,12 @@ const T* PopulationView::cached(std::map<Key, Values<T>>& cache, const Param& p,
   const std::int64_t n_pairs = pair_end_ - pair_begin_;
   if (values.empty()) {
     values.resize(static_cast<std::size_t>(n_pairs * len));
+    if (n_pairs * len < kParallelFillValues || omp_get_level() > 0 || omp_get_max_threads() == 1) {
+      for (std::int64_t k = 0; k < n_pairs; ++k) fill(pair_begin_ + k, values.data() + k * len);
+    } else {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t k = 0; k < n_pairs; ++k) fill(pair_begin_ + k, values.data() + k * len);
+      for (std::int64_t k = 0; k < n_pairs; ++k) fill(pair_begin_ + k, values.data() + k * len);
+    }
   }
   check(static_cast<std::int64_t>(values.size()) == n_pairs * len, "noise of parameter '", p.name,
         "' requested with two lengths in one view");
