@@ -213,13 +213,16 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   }
   const std::int64_t block_floats = r * (n + m);
   const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
-    // Several rows per member: the factor blocks of the next block of rows (a few members), into
-    // L2, for the transposes. (From the factors, not row_a: those rows may be another thread's,
-    // being prepared.) One row per member: a block of rows meets dozens of members, whose blocks
-    // would not fit; the tiles fetch the A values a tile ahead (Blocked::prefetch_a) and the
-    // products below the next member's B.
+    // The factor blocks of the next block of rows, into L2, when they fit in a quarter of it:
+    // several rows per member (a few members, for the transposes), or small blocks. (From the
+    // factors, not row_a: those rows may be another thread's, being prepared.) Otherwise (one row
+    // per member, large blocks: dozens of members whose blocks would not fit) the tiles fetch the
+    // A values a tile ahead (Blocked::prefetch_a) and the products below the next member's B.
+    constexpr std::int64_t kBlockFetchBytes = 256 << 10;
+    const bool whole_blocks =
+        transposed || ((last - first) / rows_per_member + 1) * block_floats * 4 <= kBlockFetchBytes;
     const float* fetched = nullptr;
-    for (std::int64_t i = last; transposed && i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
+    for (std::int64_t i = last; whole_blocks && i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == fetched) continue;
