@@ -73,7 +73,13 @@ template <typename T, typename Fill>
 static HugePageArray<T> fill_table(std::uint64_t seed, int log2_size, Fill fill) {
   check(log2_size >= 10 && log2_size <= 30, "es.table_log2_size = ", log2_size, ": expected 10..30");
   const std::int64_t size = std::int64_t{1} << log2_size;
-  HugePageArray<T> values = make_huge_page_array<T>(static_cast<std::size_t>(size));
+  HugePageArray<T> values;
+  try {
+    values = make_huge_page_array<T>(static_cast<std::size_t>(size));
+  } catch (const Error& e) {
+    throw_error("the noise table (es.table_log2_size = ", log2_size, ": ", (size * sizeof(T)) >> 20, " MiB): ",
+                e.what(), "; lower es.table_log2_size or use es.noise_source = \"generator\"");
+  }
   const NoiseStream stream = noise_stream(seed, param_id("noise_table"), 0, 0, NoiseTag::table);
   // Chunks of 2^16 values (the whole table when it is smaller; sizes are powers of two).
   const std::int64_t chunk = std::min<std::int64_t>(size, std::int64_t{1} << 16);
