@@ -62,16 +62,9 @@ class CpuBackend final : public Backend {
 
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                           float* y) override {
+    if (float_avx512()) return correction_avx512(batch, f, x, nullptr, y);
     const std::int64_t m = f.m, n = f.n, r = f.rank;
     const bool big = batch.rows() * r * (m + n) >= kParallelMinElements;
-    if (float_avx512()) {
-      const std::int64_t members = batch.n_members;
-      cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
-        const auto [first, last] = cpu_parallel::share(members, t, nt);
-        cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first);
-      });
-      return;
-    }
     cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
       std::vector<float> xb(static_cast<std::size_t>(r));
       const auto [first, last] = cpu_parallel::share(batch.rows(), t, nt);
@@ -98,11 +91,7 @@ class CpuBackend final : public Backend {
   void lowrank_correction_onto(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
                                float* y) override {
     if (!float_avx512()) return Backend::lowrank_correction_onto(batch, f, x, base, y);
-    const bool big = batch.rows() * f.rank * (f.m + f.n) >= kParallelMinElements;
-    cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
-      const auto [first, last] = cpu_parallel::share(batch.n_members, t, nt);
-      cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first, base);
-    });
+    correction_avx512(batch, f, x, base, y);
   }
 
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
@@ -251,6 +240,17 @@ class CpuBackend final : public Backend {
   }
   std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) override {
     return cpu_int8::qapply_moves(n, z, threshold, w);
+  }
+
+ private:
+  // The AVX-512 correction (from base when given), members split over a team when it pays.
+  static void correction_avx512(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
+                                float* y) {
+    const bool big = batch.rows() * f.rank * (f.m + f.n) >= kParallelMinElements;
+    cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
+      const auto [first, last] = cpu_parallel::share(batch.n_members, t, nt);
+      cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first, base);
+    });
   }
 };
 
