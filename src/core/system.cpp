@@ -75,8 +75,8 @@ HugePageFree allocate_huge_pages(std::size_t bytes, void** out) {
   check(raw != MAP_FAILED, "cannot map ", size, " bytes of memory");
   const auto begin = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
-  if (aligned > begin) munmap(raw, aligned - begin);
-  if (aligned + size < begin + size + kHugePage) munmap(reinterpret_cast<void*>(aligned + size), begin + kHugePage - aligned);
+  if (aligned > begin) munmap(raw, aligned - begin);                                   // the head
+  munmap(reinterpret_cast<void*>(aligned + size), begin + kHugePage - aligned);          // the tail (> 0)
   *out = reinterpret_cast<void*>(aligned);
   madvise(*out, size, MADV_HUGEPAGE);  // advice only: without huge pages the memory is still good
   return HugePageFree{size};
