@@ -1,8 +1,8 @@
-// Where the time of an EGGROLL forward goes, per row, on one thread: plain inference of the
+// Where the time of an EGGROLL forward goes, per row, on one thread (or --threads N): plain inference of the
 // float MLP, filling the view's noise (the factors of every pair, generated or copied from the
 // table), and the perturbed forward with that noise already in the view.
 //   forward_breakdown [--models medium,large] [--ranks 1,4] [--noise generator,table]
-//                     [--members 2048] [--rows 1] [--reps 40]
+//                     [--members 2048] [--rows 1] [--reps 40] [--threads 1]
 // medium = 64-512-64, large = 256-2048-256 (no biases, ReLU), as `eggroll bench`. Each figure is
 // the best of `reps` timings (the machine is shared; the best is the least disturbed), so the
 // parts need not add up to the whole exactly.
@@ -48,7 +48,7 @@ double best_seconds(int reps, Fn fn) {
 int main(int argc, char** argv) {
   std::string models = "medium,large", ranks = "1,4", noises = "generator,table";
   std::int64_t members = 2048, rows_per_member = 1;
-  int reps = 40;
+  int reps = 40, threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--models") models = v;
@@ -57,16 +57,17 @@ int main(int argc, char** argv) {
     else if (k == "--members") members = std::atol(v.c_str());
     else if (k == "--rows") rows_per_member = std::atol(v.c_str());
     else if (k == "--reps") reps = std::atoi(v.c_str());
+    else if (k == "--threads") threads = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "forward_breakdown: unknown option %s\n", k.c_str());
       return 1;
     }
   }
   retain_freed_memory();
-  omp_set_num_threads(1);
+  omp_set_num_threads(threads);
   auto backend = make_backend(BackendKind::cpu);
-  std::printf("one thread, %lld members x %lld rows; ns per row, best of %d\n", static_cast<long long>(members),
-              static_cast<long long>(rows_per_member), reps);
+  std::printf("%d thread(s), %lld members x %lld rows; ns per row, best of %d\n", threads,
+              static_cast<long long>(members), static_cast<long long>(rows_per_member), reps);
   std::printf("%-8s %4s %-9s %10s %10s %14s %10s %7s\n", "model", "rank", "noise", "inference", "noise fill",
               "fwd - infer", "whole", "ratio");
   for (const std::string& name : split(models)) {

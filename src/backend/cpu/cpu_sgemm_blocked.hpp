@@ -300,7 +300,10 @@ struct Blocked {
   }
 
   // This thread's share of the team's work: a grid of tr x tc threads over row micro-tiles x
-  // panels, the split with the least work on the busiest thread (rows preferred on ties).
+  // panels. Rows are split first: threads that share rows each read all of those rows of x, and
+  // with the fused correction one thread prepares them all while the others wait. So columns are
+  // split further only where that is clearly less work on the busiest thread (fewer row tiles
+  // than threads), not to save a tile.
   static void compute_share(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* packed,
                             const LowRankEpilogue* ep, float* y, std::int64_t t, std::int64_t n_threads) {
     const std::int64_t n_tiles = (rows + kMr - 1) / kMr, n_panels = (m + kNr - 1) / kNr;
@@ -308,7 +311,7 @@ struct Blocked {
     for (std::int64_t d = n_threads; d >= 1; --d) {
       if (n_threads % d != 0) continue;
       const std::int64_t tc = n_threads / d, cost = ((n_tiles + d - 1) / d) * ((n_panels + tc - 1) / tc);
-      if (best < 0 || cost < best) best = cost, tr = d;
+      if (best < 0 || 4 * cost < 3 * best) best = cost, tr = d;
     }
     const std::int64_t tc = n_threads / tr;
     // Rows shared by threads (tc > 1): their correction inputs are prepared once, up front.
