@@ -2,7 +2,9 @@
 // float MLP, filling the view's noise (the factors of every pair, generated or copied from the
 // table), and the perturbed forward with that noise already in the view.
 //   forward_breakdown [--models medium,large] [--ranks 1,4] [--noise generator,table]
-//                     [--members 2048] [--rows 1] [--reps 40] [--threads 1]
+//                     [--members 2048] [--rows 1] [--reps 40] [--threads 1] [--chunk 0]
+// --chunk C: each forward in calls of C members (as `eggroll bench` and training do, a thread's
+// chunk of members at a time; C must divide the members); 0: one call for all members.
 // medium = 64-512-64, large = 256-2048-256 (no biases, ReLU), as `eggroll bench`. Each figure is
 // the best of `reps` timings (the machine is shared; the best is the least disturbed), so the
 // parts need not add up to the whole exactly.
@@ -47,7 +49,7 @@ double best_seconds(int reps, Fn fn) {
 
 int main(int argc, char** argv) {
   std::string models = "medium,large", ranks = "1,4", noises = "generator,table";
-  std::int64_t members = 2048, rows_per_member = 1;
+  std::int64_t members = 2048, rows_per_member = 1, chunk = 0;
   int reps = 40, threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -58,10 +60,17 @@ int main(int argc, char** argv) {
     else if (k == "--rows") rows_per_member = std::atol(v.c_str());
     else if (k == "--reps") reps = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
+    else if (k == "--chunk") chunk = std::atol(v.c_str());
     else {
       std::fprintf(stderr, "forward_breakdown: unknown option %s\n", k.c_str());
       return 1;
     }
+  }
+  if (chunk <= 0) chunk = members;
+  if (members % chunk != 0) {
+    std::fprintf(stderr, "forward_breakdown: --chunk %lld does not divide --members %lld\n",
+                 static_cast<long long>(chunk), static_cast<long long>(members));
+    return 1;
   }
   retain_freed_memory();
   omp_set_num_threads(threads);
@@ -79,11 +88,18 @@ int main(int argc, char** argv) {
     spec.activation = Activation::relu;
     spec.bias = false;
     Mlp model(spec, 1);
-    const std::int64_t rows = members * rows_per_member;
-    Tensor x(DType::f32, {rows, spec.input_dim});
+    Tensor x(DType::f32, {chunk * rows_per_member, spec.input_dim});
     std::mt19937 gen(7);
     std::normal_distribution<float> normal;
     for (std::int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = normal(gen);
+    // every member's rows, a chunk of members per call (each chunk the same input rows)
+    const auto forward = [&](PopulationView* view) {
+      for (std::int64_t first = 0; first < members; first += chunk) {
+        ForwardContext ctx = view == nullptr ? ForwardContext{*backend}
+                                             : ForwardContext{*backend, view, rows_per_member, first, chunk};
+        model.forward(ctx, x);
+      }
+    };
     for (const std::string& r : split(ranks))
       for (const std::string& noise : split(noises)) {
         EsConfig es;
@@ -94,27 +110,20 @@ int main(int argc, char** argv) {
         es.noise_source = noise;
         auto noiser = make_noiser(es, 3);
         std::int64_t epoch = 0;
-        const double infer = best_seconds(reps, [&] {
-          ForwardContext ctx{*backend};
-          model.forward(ctx, x);
-        });
+        const double infer = best_seconds(reps, [&] { forward(nullptr); });
         const double fill = best_seconds(reps, [&] {
           PopulationView view(*noiser, epoch++, 0.01, 0, members);
           noiser->prefetch(view, model.params());
         });
         PopulationView cached(*noiser, 0, 0.01, 0, members);
         noiser->prefetch(cached, model.params());
-        const double fwd = best_seconds(reps, [&] {
-          ForwardContext ctx{*backend, &cached, rows_per_member, 0, members};
-          model.forward(ctx, x);
-        });
+        const double fwd = best_seconds(reps, [&] { forward(&cached); });
         const double whole = best_seconds(reps, [&] {
           PopulationView view(*noiser, epoch++, 0.01, 0, members);
           noiser->prefetch(view, model.params());
-          ForwardContext ctx{*backend, &view, rows_per_member, 0, members};
-          model.forward(ctx, x);
+          forward(&view);
         });
-        const double per_row = 1e9 / static_cast<double>(rows);
+        const double per_row = 1e9 / static_cast<double>(members * rows_per_member);
         std::printf("%-8s %4s %-9s %10.0f %10.0f %14.0f %10.0f %7.3f\n", name.c_str(), r.c_str(), noise.c_str(),
                     infer * per_row, fill * per_row, (fwd - infer) * per_row, whole * per_row, infer / whole);
         std::fflush(stdout);
