@@ -5,6 +5,7 @@
 // cpu_int8*.cpp; the float low-rank kernels with SIMD levels are cpu_float*.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -29,6 +30,24 @@ namespace {
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
 
 bool float_avx512() { return std::string(cpu_int8::level()) == "avx512_vnni"; }
+
+// op(y[row][k], v[member][k]) for every row: contiguous shares of rows, each walked as runs of
+// one member's rows (a division per run, not per row; the inner loops over k vectorise).
+template <class Op>
+void by_member_runs(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride, float* y, Op op) {
+  const std::int64_t rows = batch.rows(), per = batch.rows_per_member;
+  cpu_parallel::team(rows * d >= kParallelMinElements, [&](std::int64_t t, std::int64_t nt) {
+    const auto [first, last] = cpu_parallel::share(rows, t, nt);
+    for (std::int64_t row = first; row < last;) {
+      const std::int64_t j = row / per, end = std::min(last, (j + 1) * per);
+      const float* vr = v + j * v_stride;
+      for (; row < end; ++row) {
+        float* yr = y + row * d;
+        for (std::int64_t k = 0; k < d; ++k) op(yr[k], vr[k]);
+      }
+    }
+  });
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -126,18 +145,12 @@ class CpuBackend final : public Backend {
 
   void add_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
                 float* y) override {
-    cpu_parallel::for_each(batch.rows(), batch.rows() * d >= kParallelMinElements, [&](std::int64_t row) {
-      const float* vr = v + (row / batch.rows_per_member) * v_stride;
-      for (std::int64_t k = 0; k < d; ++k) y[row * d + k] += vr[k];
-    });
+    by_member_runs(batch, d, v, v_stride, y, [](float& a, float b) { a += b; });
   }
 
   void mul_rows(const MemberRows& batch, std::int64_t d, const float* v, std::int64_t v_stride,
                 float* y) override {
-    cpu_parallel::for_each(batch.rows(), batch.rows() * d >= kParallelMinElements, [&](std::int64_t row) {
-      const float* vr = v + (row / batch.rows_per_member) * v_stride;
-      for (std::int64_t k = 0; k < d; ++k) y[row * d + k] *= vr[k];
-    });
+    by_member_runs(batch, d, v, v_stride, y, [](float& a, float b) { a *= b; });
   }
 
   void layer_norm(std::int64_t rows, std::int64_t d, const float* x, float eps, float* y) override {
