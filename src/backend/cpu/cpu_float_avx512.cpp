@@ -212,22 +212,25 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
   const std::int64_t block_floats = r * (n + m);
-  const std::function<void(std::int64_t, std::int64_t)> prepare = [&](std::int64_t first, std::int64_t last) {
-    // The factor blocks of the next block of rows, into L2, when they fit in a quarter of it:
-    // several rows per member (a few members, for the transposes), or small blocks. (From the
-    // factors, not row_a: those rows may be another thread's, being prepared.) Otherwise (one row
-    // per member, large blocks: dozens of members whose blocks would not fit) the tiles fetch the
-    // A values a tile ahead (Blocked::prefetch_a) and the products below the next member's B.
+  const std::function<void(std::int64_t, std::int64_t, cpu_sgemm::FetchQueue*)> prepare =
+      [&](std::int64_t first, std::int64_t last, cpu_sgemm::FetchQueue* next) {
+    // The factor blocks of the next block of rows, queued for the driver to bring into L2 during
+    // this block's tiles, when they fit in a quarter of it: several rows per member (a few
+    // members, for the transposes), or small blocks. (From the factors, not row_a: those rows may
+    // be another thread's, being prepared.) Otherwise (one row per member, large blocks: dozens
+    // of members whose blocks would not fit) the tiles fetch the A values a tile ahead
+    // (Blocked::prefetch_a) and the products below the next member's B.
     constexpr std::int64_t kBlockFetchBytes = 256 << 10;
     const bool whole_blocks =
         transposed || ((last - first) / rows_per_member + 1) * block_floats * 4 <= kBlockFetchBytes;
-    const float* fetched = nullptr;
-    for (std::int64_t i = last; whole_blocks && i < std::min(batch.rows(), 2 * last - first); i += rows_per_member) {
+    const float* queued = nullptr;
+    for (std::int64_t i = last; next != nullptr && whole_blocks && i < std::min(batch.rows(), 2 * last - first);
+         i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
-      if (block == nullptr || block == fetched) continue;
-      for (std::int64_t e = 0; e < block_floats; e += 16) _mm_prefetch(reinterpret_cast<const char*>(block + e), _MM_HINT_T1);
-      fetched = block;
+      if (block == nullptr || block == queued) continue;
+      next->add(block, block_floats * 4);
+      queued = block;
     }
     std::vector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
     float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch

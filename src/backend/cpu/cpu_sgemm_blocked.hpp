@@ -263,9 +263,16 @@ struct Blocked {
                       bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     const TileFn full = full_tile(ep);
+    FetchQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     for (std::int64_t i0 = r0; i0 < r1; i0 += kMc) {
       const std::int64_t i1 = min64(i0 + kMc, r1);
-      if (prepare_blocks && ep != nullptr && ep->prepare != nullptr) (*ep->prepare)(i0, i1);
+      std::int64_t fetch_per_tile = 0;
+      if (prepare_blocks && ep != nullptr && ep->prepare != nullptr) {
+        queue.clear();
+        (*ep->prepare)(i0, i1, i1 < r1 ? &queue : nullptr);
+        const std::int64_t tiles = n_kblocks * (p1 - p0) * ((i1 - i0 + kMr - 1) / kMr);
+        fetch_per_tile = (queue.lines() + tiles - 1) / tiles;
+      }
       for (std::int64_t k0 = 0; k0 < n; k0 += kc_step) {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
@@ -281,14 +288,19 @@ struct Blocked {
             for (; i + kMr <= i1; i += kMr) {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
+              queue.fetch(fetch_per_tile);
               full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
             }
           else if (nv == kNv)
-            for (; i + kMr <= i1; i += kMr)
+            for (; i + kMr <= i1; i += kMr) {
+              queue.fetch(fetch_per_tile);
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
-          for (; i < i1; i += kMr)
+            }
+          for (; i < i1; i += kMr) {
+            queue.fetch(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
                                                    epk, i, p * kNr);
+          }
         }
       }
     }
@@ -316,7 +328,7 @@ struct Blocked {
     const std::int64_t tc = n_threads / tr;
     // Rows shared by threads (tc > 1): their correction inputs are prepared once, up front.
     if (tc > 1 && ep != nullptr && ep->prepare != nullptr) {
-      if (t == 0) (*ep->prepare)(0, rows);
+      if (t == 0) (*ep->prepare)(0, rows, nullptr);
       cpu_parallel::barrier(n_threads);
     }
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
