@@ -212,6 +212,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
   const std::int64_t block_floats = r * (n + m);
+  constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
   const std::function<void(std::int64_t, std::int64_t, cpu_sgemm::FetchQueue*)> prepare =
       [&](std::int64_t first, std::int64_t last, cpu_sgemm::FetchQueue* next) {
     // The factor blocks of the next block of rows, queued for the driver to bring into L2 during
@@ -220,7 +221,6 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // be another thread's, being prepared.) Otherwise (one row per member, large blocks: dozens
     // of members whose blocks would not fit) the tiles fetch the A values a tile ahead
     // (Blocked::prefetch_a) and the products below the next member's B.
-    constexpr std::int64_t kBlockFetchBytes = 256 << 10;
     const bool whole_blocks =
         transposed || ((last - first) / rows_per_member + 1) * block_floats * 4 <= kBlockFetchBytes;
     const float* queued = nullptr;
@@ -280,6 +280,10 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.a_by_rank = r == 1 || transposed;
   e.fetch_a_ahead = rows_per_member == 1;
   e.prepare = &prepare;
+  // One row per member: blocks of rows whose factor blocks fit in the fetch budget, so that the
+  // next block's are fetched during this block's tiles (the factors, read once, are most of what
+  // such a forward reads from memory).
+  if (rows_per_member == 1) e.block_rows = kBlockFetchBytes / (block_floats * 4) - 1;
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
 

@@ -87,6 +87,10 @@ struct LowRankEpilogue {
   // next (null for the up-front call): where prepare may queue what the next block of rows will
   // read (their factor blocks), for the driver to fetch during this block's tiles.
   const std::function<void(std::int64_t first, std::int64_t last, FetchQueue* next)>* prepare = nullptr;
+  // Rows per block of the driver, if fewer than its own (rounded down to whole tiles, at least
+  // one): so that what prepare queues for the next block fits in cache beside this one. The
+  // blocking never changes a value.
+  std::int64_t block_rows = 0;
 };
 
 // ---- internals shared with the level files (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp) ----

@@ -264,8 +264,10 @@ struct Blocked {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     const TileFn full = full_tile(ep);
     FetchQueue queue;  // what the next block of rows will read, fetched during this block's tiles
-    for (std::int64_t i0 = r0; i0 < r1; i0 += kMc) {
-      const std::int64_t i1 = min64(i0 + kMc, r1);
+    // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
+    const std::int64_t mc = ep != nullptr && ep->block_rows > 0 ? std::max<std::int64_t>(kMr, min64(kMc, ep->block_rows) / kMr * kMr) : kMc;
+    for (std::int64_t i0 = r0; i0 < r1; i0 += mc) {
+      const std::int64_t i1 = min64(i0 + mc, r1);
       std::int64_t fetch_per_tile = 0;
       if (prepare_blocks && ep != nullptr && ep->prepare != nullptr) {
         queue.clear();
