@@ -213,8 +213,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   }
   const std::int64_t block_floats = r * (n + m);
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
-  const std::function<void(std::int64_t, std::int64_t, cpu_sgemm::FetchQueue*)> prepare =
-      [&](std::int64_t first, std::int64_t last, cpu_sgemm::FetchQueue* next) {
+  const std::function<void(std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
+      [&](std::int64_t first, std::int64_t last, cpu::LineQueue* next) {
     // The factor blocks of the next block of rows, queued for the driver to bring into L2 during
     // this block's tiles, when they fit in a quarter of it: several rows per member (a few
     // members, for the transposes), or small blocks. (From the factors, not row_a: those rows may

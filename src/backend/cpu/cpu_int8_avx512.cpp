@@ -5,6 +5,7 @@
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/int8_correction_avx512.hpp"
 #include "backend/cpu/int8_row_epilogue_avx512.hpp"
+#include "backend/cpu/line_queue.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -200,50 +201,22 @@ struct FusedTile {
   static auto fn() { return tile_kernel_fused<Rows, RT, CT>; }
 };
 
-// What the epilogue of a block of rows reads besides the accumulators: each member's factor
-// block (at one row per member every row has its own) and the addend's rows. The hardware
-// prefetchers do not see these coming, so the lines of the next row block are queued and asked
-// for into L2 a few per tile while the current block's tiles run (all at once, they would
-// stall the core on its outstanding-miss buffers).
-class LineQueue {
- public:
-  void fill(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
-    ranges_.clear();
-    next_ = 0;
-    if (i0 >= i1) return;
-    if (g.add.rows != nullptr) add(g.add.rows + i0 * g.m, (i1 - i0) * g.m);
-    if (g.f->blocks == nullptr && g.add.vec == nullptr) return;
-    const std::int8_t* last = nullptr;
-    for (std::int64_t j = i0 / g.batch.rows_per_member; j <= (i1 - 1) / g.batch.rows_per_member; ++j) {
-      if (g.add.vec != nullptr && g.add.vec_stride != 0) add(g.add.vec + j * g.add.vec_stride, g.m);
-      const MemberFactors mf = member_factors(*g.f, j);
-      if (mf.sign == 0 || mf.b == last) continue;
-      last = mf.b;
-      add(mf.b, g.f->rank * (g.n + g.m));
-    }
+// What the epilogue of rows [i0, i1) reads besides the accumulators, queued to be fetched while
+// the block before runs (line_queue.hpp): each member's factor block and the addend's rows.
+void queue_block(const QmmArgs& g, std::int64_t i0, std::int64_t i1, cpu::LineQueue& queue) {
+  queue.clear();
+  if (i0 >= i1) return;
+  if (g.add.rows != nullptr) queue.add(g.add.rows + i0 * g.m, (i1 - i0) * g.m);
+  if (g.f->blocks == nullptr && g.add.vec == nullptr) return;
+  const std::int8_t* last = nullptr;
+  for (std::int64_t j = i0 / g.batch.rows_per_member; j <= (i1 - 1) / g.batch.rows_per_member; ++j) {
+    if (g.add.vec != nullptr && g.add.vec_stride != 0) queue.add(g.add.vec + j * g.add.vec_stride, g.m);
+    const MemberFactors mf = member_factors(*g.f, j);
+    if (mf.sign == 0 || mf.b == last) continue;
+    last = mf.b;
+    queue.add(mf.b, g.f->rank * (g.n + g.m));
   }
-  // Asks for up to `lines` more lines (all that are left when lines < 0).
-  void pump(std::int64_t lines) {
-    for (; next_ < ranges_.size() && lines != 0; --lines) {
-      _mm_prefetch(ranges_[next_].first, _MM_HINT_T1);
-      ranges_[next_].first += 64;
-      if (ranges_[next_].first >= ranges_[next_].second) ++next_;
-    }
-  }
-  std::int64_t lines_left() const {
-    std::int64_t n = 0;
-    for (std::size_t k = next_; k < ranges_.size(); ++k) n += (ranges_[k].second - ranges_[k].first + 63) / 64;
-    return n;
-  }
-
- private:
-  void add(const std::int8_t* p, std::int64_t bytes) {
-    const char* c = reinterpret_cast<const char*>(p);
-    ranges_.emplace_back(c, c + bytes);
-  }
-  std::vector<std::pair<const char*, const char*>> ranges_;
-  std::size_t next_ = 0;
-};
+}
 
 }  // namespace
 
@@ -280,13 +253,13 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
     PairRow fused_pair[kRowBlock];
-    LineQueue ahead;
-    ahead.fill(g, begin, std::min(end, begin + kRowBlock));
+    cpu::LineQueue ahead;
+    queue_block(g, begin, std::min(end, begin + kRowBlock), ahead);
     ahead.pump(-1);
     const std::int64_t tiles_per_block = (kRowBlock / kRowTile) * ((p.m_blocks + kColBlocks - 1) / kColBlocks);
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
-      ahead.fill(g, i1, std::min(end, i1 + kRowBlock));
+      queue_block(g, i1, std::min(end, i1 + kRowBlock), ahead);
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
       // The block's tiles with the epilogue in registers (Rows: the fused rows' kind).
       const auto fused_tiles = [&](auto kind, const auto* rows, const auto& context) {

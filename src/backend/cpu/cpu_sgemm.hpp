@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/line_queue.hpp"
+
 namespace eggroll::cpu_sgemm {
 
 // y (rows, m) = x (rows, n) W^T, W (m, n); all row-major and dense. OpenMP over row and column
@@ -34,41 +36,6 @@ std::vector<std::string> levels();
 // the second part of member j's factor block (B (n, r) first). The separate correction kernel
 // (cpu_float.hpp) performs the same operations in the same order, so both give the same bits;
 // fused, y is written once instead of being read back and rewritten.
-// Ranges of memory that the GEMM driver brings into L2 a few lines at a time, between its tiles
-// (LowRankEpilogue::prepare): spread over a block's tiles, the fetches hide behind them; issued
-// in one burst, they stall on the outstanding-miss buffers with nothing to hide behind.
-class FetchQueue {
- public:
-  void clear() {
-    ranges_.clear();
-    at_ = 0;
-    lines_ = 0;
-  }
-  void add(const void* p, std::int64_t bytes) {
-    const auto begin = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{63};
-    const auto end = reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(bytes);
-    if (ranges_.empty()) next_ = begin;
-    ranges_.push_back({begin, end});
-    lines_ += static_cast<std::int64_t>((end - begin + 63) / 64);
-  }
-  std::int64_t lines() const { return lines_; }
-  // Prefetches the next `count` lines into L2. Always inlined: GCC 12 removes calls to functions
-  // whose only effects it sees are prefetches.
-  [[gnu::always_inline]] inline void fetch(std::int64_t count) {
-    for (; count > 0 && at_ < ranges_.size(); --count) {
-      __builtin_prefetch(reinterpret_cast<const void*>(next_), 0, 2);
-      next_ += 64;
-      if (next_ >= ranges_[at_].second && ++at_ < ranges_.size()) next_ = ranges_[at_].first;
-    }
-  }
-
- private:
-  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> ranges_;  // [begin, end), begin line-aligned
-  std::size_t at_ = 0;                                             // the range being fetched
-  std::uintptr_t next_ = 0;                                        // its next line
-  std::int64_t lines_ = 0;
-};
-
 struct LowRankEpilogue {
   std::int64_t rank = 1, m = 0;
   std::int64_t rows = 0;                // rows of the call (the length of row_a)
@@ -86,7 +53,7 @@ struct LowRankEpilogue {
   // before the GEMM when its threads share rows. Each row's values are the same either way.
   // next (null for the up-front call): where prepare may queue what the next block of rows will
   // read (their factor blocks), for the driver to fetch during this block's tiles.
-  const std::function<void(std::int64_t first, std::int64_t last, FetchQueue* next)>* prepare = nullptr;
+  const std::function<void(std::int64_t first, std::int64_t last, cpu::LineQueue* next)>* prepare = nullptr;
   // Rows per block of the driver, if fewer than its own (rounded down to whole tiles, at least
   // one): so that what prepare queues for the next block fits in cache beside this one. The
   // blocking never changes a value.

@@ -263,7 +263,7 @@ struct Blocked {
                       bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     const TileFn full = full_tile(ep);
-    FetchQueue queue;  // what the next block of rows will read, fetched during this block's tiles
+    cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
     const std::int64_t mc = ep != nullptr && ep->block_rows > 0 ? std::max<std::int64_t>(kMr, min64(kMc, ep->block_rows) / kMr * kMr) : kMc;
     for (std::int64_t i0 = r0; i0 < r1; i0 += mc) {
@@ -273,7 +273,7 @@ struct Blocked {
         queue.clear();
         (*ep->prepare)(i0, i1, i1 < r1 ? &queue : nullptr);
         const std::int64_t tiles = n_kblocks * (p1 - p0) * ((i1 - i0 + kMr - 1) / kMr);
-        fetch_per_tile = (queue.lines() + tiles - 1) / tiles;
+        fetch_per_tile = (queue.lines_left() + tiles - 1) / tiles;
       }
       for (std::int64_t k0 = 0; k0 < n; k0 += kc_step) {
         const std::int64_t kc = min64(kc_step, n - k0);
@@ -290,16 +290,16 @@ struct Blocked {
             for (; i + kMr <= i1; i += kMr) {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
-              queue.fetch(fetch_per_tile);
+              queue.pump(fetch_per_tile);
               full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
             }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr) {
-              queue.fetch(fetch_per_tile);
+              queue.pump(fetch_per_tile);
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
             }
           for (; i < i1; i += kMr) {
-            queue.fetch(fetch_per_tile);
+            queue.pump(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
                                                    epk, i, p * kNr);
           }
