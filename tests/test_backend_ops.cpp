@@ -493,10 +493,13 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   // member whose rows straddle two blocks of rows (20 rows per member: rows 80-99 across the
   // first block's end at 96) and two threads' shares. The last three split a member's rows at 96
   // so that a row summed alone in the fused call is summed with others in the separate one (the
-  // x . B products of several rows at once must give each row's bits).
+  // x . B products of several rows at once must give each row's bits). The last three take one
+  // row per member over several blocks of rows, whose size follows the factor blocks' (whole
+  // tiles, the next block's factors queued; 12-row blocks whose factors do not fit; 108 rows).
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
               S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
-              S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8}})
+              S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
+              S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

@@ -282,8 +282,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.prepare = &prepare;
   // One row per member: blocks of rows whose factor blocks fit in the fetch budget, so that the
   // next block's are fetched during this block's tiles (the factors, read once, are most of what
-  // such a forward reads from memory).
-  if (rows_per_member == 1) e.block_rows = kBlockFetchBytes / (block_floats * 4) - 1;
+  // such a forward reads from memory); one tile's rows where even those do not fit (the large
+  // model at rank 4: still faster than 96 rows, docs/results.md eleventh pass).
+  if (rows_per_member == 1) e.block_rows = std::max<std::int64_t>(1, kBlockFetchBytes / (block_floats * 4) - 1);
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
 
