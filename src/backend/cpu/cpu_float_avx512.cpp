@@ -307,6 +307,9 @@ void update_tile(std::int64_t depth, const float* const* a, std::int64_t r, cons
   for (std::int64_t q = 0; q < depth; ++q) {
     const __m512 b0 = _mm512_loadu_ps(bp + q * ldb), b1 = _mm512_loadu_ps(bp + q * ldb + 16);
     const float* aq = a[q];
+    // the next row tile's A values of this term: the terms' factor blocks lie apart in memory,
+    // where the hardware prefetchers do not follow them
+    _mm_prefetch(reinterpret_cast<const char*>(aq + ROWS * r), _MM_HINT_T0);
     for (int i = 0; i < ROWS; ++i) {
       const __m512 av = _mm512_set1_ps(aq[i * r]);
       acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
