@@ -93,10 +93,58 @@ inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t
   xb[0] = _mm512_reduce_add_epi32(_mm512_sub_epi32(dot, _mm512_slli_epi32(col, 7)));
 }
 
-// xb[c] = x . B[:, c] for 2 <= r <= 16: each group of 4 rows of B (4 r bytes) is permuted so lane c
-// holds B[4 g .. 4 g + 3][c], then one vpdpbusd against the broadcast x group covers all c.
+// xb[c] = x . B[:, c] for R = 2, 4, 8: 16 / R groups of 4 rows of B (64 bytes) a step, permuted so
+// that int32 lane g R + c holds B[4 g .. 4 g + 3][c] against x's group g, every lane busy; two
+// chains of steps; then each c's lanes added. All sums are int32 modulo 2^32, so any order gives
+// the same xb (the true value fits int32). xu: a row of x + 128 padded to a multiple of 64 bytes
+// (B's bytes past n are masked to zero, so the padding's values do not count).
+template <int R>
+inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
+  constexpr int kGroups = 16 / R, kStep = 4 * kGroups;  // groups of 4 k and k per step
+  alignas(64) std::uint8_t idx_bytes[64];
+  alignas(64) std::int32_t x_lanes[16];
+  for (int g = 0; g < kGroups; ++g)
+    for (int c = 0; c < R; ++c) {
+      x_lanes[g * R + c] = g;
+      for (int q = 0; q < 4; ++q) idx_bytes[4 * (g * R + c) + q] = static_cast<std::uint8_t>((4 * g + q) * R + c);
+    }
+  const __m512i idx = _mm512_load_si512(idx_bytes), x_idx = _mm512_load_si512(x_lanes), ones = _mm512_set1_epi8(1);
+  constexpr __mmask16 kXDwords = static_cast<__mmask16>((1u << kGroups) - 1);
+  __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, col[2] = {dot[0], dot[0]};
+  const auto step = [&](std::int64_t k, int chain) {
+    const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask(std::min<std::int64_t>(kStep, n - k) * R), b + k * R);
+    const __m512i bv = _mm512_permutexvar_epi8(idx, raw);
+    const __m512i xv = _mm512_permutexvar_epi32(x_idx, _mm512_maskz_loadu_epi32(kXDwords, xu + k));
+    dot[chain] = _mm512_dpbusd_epi32(dot[chain], xv, bv);
+    col[chain] = _mm512_dpbusd_epi32(col[chain], ones, bv);
+  };
+  std::int64_t k = 0;
+  for (; k + 2 * kStep <= n; k += 2 * kStep) {
+    step(k, 0);
+    step(k + kStep, 1);
+  }
+  for (; k < n; k += kStep) step(k, 0);
+  const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]), _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
+  alignas(64) std::uint32_t lanes[16];
+  _mm512_store_si512(lanes, sum);
+  for (int c = 0; c < R; ++c) {
+    std::uint32_t v = 0;
+    for (int g = 0; g < kGroups; ++g) v += lanes[g * R + c];
+    xb[c] = static_cast<std::int32_t>(v);
+  }
+}
+
+// xb[c] = x . B[:, c] for 2 <= r <= 16: xb_rank_pow2 for 2, 4 and 8; otherwise each group of 4 rows
+// of B (4 r bytes) is permuted so lane c holds B[4 g .. 4 g + 3][c], then one vpdpbusd against the
+// broadcast x group covers all c.
 inline void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, const std::int8_t* b,
                       std::int32_t* xb) {
+  switch (r) {
+    case 2: return xb_rank_pow2<2>(xu, n, b, xb);
+    case 4: return xb_rank_pow2<4>(xu, n, b, xb);
+    case 8: return xb_rank_pow2<8>(xu, n, b, xb);
+    default: break;
+  }
   alignas(64) std::uint8_t idx_bytes[64] = {};
   for (std::int64_t c = 0; c < r; ++c)
     for (std::int64_t q = 0; q < 4; ++q) idx_bytes[4 * c + q] = static_cast<std::uint8_t>(q * r + c);
