@@ -63,17 +63,23 @@ void cross_entropy_avx512(std::int64_t begin, std::int64_t end, std::int64_t cla
     const auto logit = [&](__m512i k) {
       return _mm512_cvtps_pd(_mm512_mask_i64gather_ps(_mm256_setzero_ps(), valid, _mm512_add_epi64(base, k), logits, 4));
     };
-    __m512d top = logit(_mm512_setzero_si512());
+    // logit k of the 8 rows, gathered once for up to kKept classes (kept for the sum below)
+    constexpr std::int64_t kKept = 32;
+    __m512d kept[kKept];
+    const auto logit_k = [&](std::int64_t k) {
+      return k < kKept ? kept[k] : logit(_mm512_set1_epi64(k));
+    };
+    __m512d top = kept[0] = logit(_mm512_setzero_si512());
     __m512i best = _mm512_setzero_si512();
     for (std::int64_t k = 1; k < classes; ++k) {
       const __m512d v = logit(_mm512_set1_epi64(k));
+      if (k < kKept) kept[k] = v;
       const __mmask8 greater = _mm512_cmp_pd_mask(v, top, _CMP_GT_OQ);
       top = _mm512_mask_mov_pd(top, greater, v);
       best = _mm512_mask_mov_epi64(best, greater, _mm512_set1_epi64(k));
     }
     __m512d sum = _mm512_setzero_pd();
-    for (std::int64_t k = 0; k < classes; ++k)
-      sum = _mm512_add_pd(sum, _ZGVeN8v_exp(_mm512_sub_pd(logit(_mm512_set1_epi64(k)), top)));
+    for (std::int64_t k = 0; k < classes; ++k) sum = _mm512_add_pd(sum, _ZGVeN8v_exp(_mm512_sub_pd(logit_k(k), top)));
     alignas(64) std::int64_t label[8] = {};
     for (std::int64_t i = 0; i < count; ++i) label[i] = labels[(r0 + i) % label_period];
     const __m512i lab = _mm512_load_si512(label);
