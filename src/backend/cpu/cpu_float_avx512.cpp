@@ -218,18 +218,21 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // The factor blocks of the next block of rows, queued for the driver to bring into L2 during
     // this block's tiles, when they fit in a quarter of it: several rows per member (a few
     // members, for the transposes), or small blocks. (From the factors, not row_a: those rows may
-    // be another thread's, being prepared.) Otherwise (one row per member, large blocks: dozens
-    // of members whose blocks would not fit) the tiles fetch the A values a tile ahead
-    // (Blocked::prefetch_a) and the products below the next member's B.
-    const bool whole_blocks =
-        transposed || ((last - first) / rows_per_member + 1) * block_floats * 4 <= kBlockFetchBytes;
+    // be another thread's, being prepared.) Otherwise (one row per member, large blocks: a tile's
+    // members' blocks would not fit) the next block's B parts alone when they fit in half of L2,
+    // the tiles fetch the A values a tile ahead (Blocked::prefetch_a) and the products below the
+    // next member's B.
+    const std::int64_t next_members = (last - first) / rows_per_member + 1;
+    const bool whole_blocks = transposed || next_members * block_floats * 4 <= kBlockFetchBytes;
+    // otherwise the next block's B parts alone (read by the products below), when they fit in half of L2
+    const bool b_parts = !whole_blocks && next_members * n * r * 4 <= 2 * kBlockFetchBytes;
     const float* queued = nullptr;
-    for (std::int64_t i = last; next != nullptr && whole_blocks && i < std::min(batch.rows(), 2 * last - first);
+    for (std::int64_t i = last; next != nullptr && (whole_blocks || b_parts) && i < std::min(batch.rows(), 2 * last - first);
          i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == queued) continue;
-      next->add(block, block_floats * 4);
+      next->add(block, (whole_blocks ? block_floats : n * r) * 4);
       queued = block;
     }
     std::vector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
