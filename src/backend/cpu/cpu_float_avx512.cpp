@@ -227,8 +227,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // otherwise the next block's B parts alone (read by the products below), when they fit in half of L2
     const bool b_parts = !whole_blocks && next_members * n * r * 4 <= 2 * kBlockFetchBytes;
     const float* queued = nullptr;
-    for (std::int64_t i = last; next != nullptr && (whole_blocks || b_parts) && i < std::min(batch.rows(), 2 * last - first);
-         i += rows_per_member) {
+    const bool queue_next = next != nullptr && (whole_blocks || b_parts);
+    const std::int64_t next_end = queue_next ? std::min(batch.rows(), 2 * last - first) : last;
+    for (std::int64_t i = last; i < next_end; i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == queued) continue;

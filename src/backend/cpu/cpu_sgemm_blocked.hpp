@@ -265,7 +265,8 @@ struct Blocked {
     const TileFn full = full_tile(ep);
     cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
-    const std::int64_t mc = ep != nullptr && ep->block_rows > 0 ? std::max<std::int64_t>(kMr, min64(kMc, ep->block_rows) / kMr * kMr) : kMc;
+    const std::int64_t mc =
+        ep != nullptr && ep->block_rows > 0 ? std::max<std::int64_t>(kMr, min64(kMc, ep->block_rows) / kMr * kMr) : kMc;
     for (std::int64_t i0 = r0; i0 < r1; i0 += mc) {
       const std::int64_t i1 = min64(i0 + mc, r1);
       std::int64_t fetch_per_tile = 0;

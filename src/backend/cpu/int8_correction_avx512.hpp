@@ -124,7 +124,8 @@ inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8
     step(k + kStep, 1);
   }
   for (; k < n; k += kStep) step(k, 0);
-  const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]), _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
+  const __m512i sum =
+      _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]), _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
   alignas(64) std::uint32_t lanes[16];
   _mm512_store_si512(lanes, sum);
   for (int c = 0; c < R; ++c) {
