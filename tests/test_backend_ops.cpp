@@ -200,7 +200,10 @@ void add_lowrank_update_cases(std::vector<OpCase>& cases) {
   for (S s : {S{1, 1, 1, 1}, S{7, 13, 1, 5}, S{33, 65, 8, 9}, S{13, 7, 3, 1}, S{16, 24, 4, 40}, S{1, 9, 2, 3},
               S{37, 100, 2, 300}, S{70, 33, 1, 600},
               // Several blocks of panel columns; one row tile, so threads split the columns.
-              S{20, 600, 2, 130}, S{5, 300, 4, 70}}) {
+              S{20, 600, 2, 130}, S{5, 300, 4, 70},
+              // A short wide matrix (the medium model's second layer): two threads split the
+              // columns, and the rows lie in tiles of unequal height.
+              S{64, 512, 4, 70}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.m * 131 + s.n * 17 + s.r * 5 + s.terms);
     auto out0 = values(s.m * s.n, seed);
     auto f = std::make_shared<Factors>(s.terms, s.m, s.n, s.r, seed, -1, false);

@@ -16,6 +16,7 @@
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
+#include "backend/cpu/line_queue.hpp"
 
 namespace eggroll::cpu_float_avx512 {
 namespace {
@@ -308,12 +309,13 @@ void update_tile(std::int64_t depth, const float* const* a, std::int64_t r, cons
     acc0[i] = _mm512_maskz_loadu_ps(m0, out + i * ldo);
     acc1[i] = _mm512_maskz_loadu_ps(m1, out + i * ldo + 16);
   }
-  for (std::int64_t q = 0; q < depth; ++q) {
+  for (std::int64_t q = 0, c = 0; q < depth; ++q, c = c + 1 == r ? 0 : c + 1) {
     const __m512 b0 = _mm512_loadu_ps(bp + q * ldb), b1 = _mm512_loadu_ps(bp + q * ldb + 16);
     const float* aq = a[q];
-    // the next row tile's A values of this term: the terms' factor blocks lie apart in memory,
-    // where the hardware prefetchers do not follow them
-    _mm_prefetch(reinterpret_cast<const char*>(aq + ROWS * r), _MM_HINT_T0);
+    // the next row tile's A values of this term, a line for each of its r products (ROWS r
+    // values from aq - c + ROWS r): the terms' factor blocks lie apart in memory, where the
+    // hardware prefetchers do not follow them
+    _mm_prefetch(reinterpret_cast<const char*>(aq + ROWS * r + 15 * c), _MM_HINT_T0);
     for (int i = 0; i < ROWS; ++i) {
       const __m512 av = _mm512_set1_ps(aq[i * r]);
       acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
@@ -366,28 +368,47 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
                     const float* const* blocks, const double* weight, float* out) {
   if (n_terms == 0 || m == 0 || n == 0) return;
   const std::int64_t terms_per_panel = std::max<std::int64_t>(1, kDepth / r);
-  const std::int64_t row_tiles = (m + kTileRows - 1) / kTileRows, col_tiles = (n + kTileCols - 1) / kTileCols;
+  const std::int64_t col_tiles = (n + kTileCols - 1) / kTileCols;
 #pragma omp parallel if (n_terms * r * m * n >= cpu_sgemm::detail::kParallelMinWork)
   {
     // Each thread owns a block of output rows x columns and packs the B panel of its own columns,
     // a block of columns at a time, so the panel it streams stays in its own cache and the
-    // threads never wait on each other. Rows are split first: threads that share rows each read
-    // all of those rows' A values, so columns are split only where that is clearly less work on
-    // the busiest thread (fewer row tiles than threads).
+    // threads never wait on each other. A thread's cost is about (rows + 4) (columns + 4): its
+    // tiles' multiply-adds, plus packing its columns' B values (once per panel, whatever its
+    // rows) and fetching its rows' A values (once, whatever its columns); the split with the
+    // least cost on the busiest thread wins, rows first on a tie.
     const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
     std::int64_t tr = 1, best = -1;
     for (std::int64_t d = n_threads; d >= 1; --d) {
       if (n_threads % d != 0) continue;
-      const std::int64_t tc = n_threads / d, cost = ((row_tiles + d - 1) / d) * ((col_tiles + tc - 1) / tc);
-      if (best < 0 || 4 * cost < 3 * best) best = cost, tr = d;
+      const std::int64_t tc = n_threads / d;
+      const std::int64_t cost = ((m + d - 1) / d + 4) * ((col_tiles + tc - 1) / tc * kTileCols + 4);
+      if (best < 0 || cost < best) best = cost, tr = d;
     }
     const std::int64_t tc = n_threads / tr;
-    const std::int64_t rt0 = row_tiles * (t / tc) / tr, rt1 = row_tiles * (t / tc + 1) / tr;
+    const std::int64_t r0 = m * (t / tc) / tr, r1 = m * (t / tc + 1) / tr;
     const std::int64_t ct0 = col_tiles * (t % tc) / tc, ct1 = col_tiles * (t % tc + 1) / tc;
-    if (rt0 < rt1 && ct0 < ct1) {
+    // The thread's rows in tiles of nearly equal height (64 rows: 11, 11, 11, 11, 10, 10, not five
+    // of 12 and one of 4, whose broadcasts weigh three times as much per multiply-add).
+    const std::int64_t row_tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
+    const auto tile_row = [&](std::int64_t rt) { return r0 + (r1 - r0) * rt / row_tiles; };
+    if (r0 < r1 && ct0 < ct1) {
       const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
       std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
       std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
+      // A step packs the B panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
+      // During its tiles the next step's B lines and its first row tile's A lines are fetched:
+      // the terms' factor blocks lie apart in memory, where the hardware prefetchers do not
+      // follow them, and packing them unfetched waited on memory for most of its time.
+      cpu::LineQueue queue;
+      const auto queue_step = [&](std::int64_t k0, std::int64_t cb) {
+        const std::int64_t terms = std::min(terms_per_panel, n_terms - k0);
+        const std::int64_t e0 = cb * kTileCols, e1 = std::min(n, (cb + kBlockTiles) * kTileCols);
+        for (std::int64_t k = 0; k < terms; ++k) {
+          queue.add(blocks[k0 + k] + e0 * r, (e1 - e0) * r * 4);
+          queue.add(blocks[k0 + k] + (n + r0) * r, (tile_row(1) - r0) * r * 4);
+        }
+      };
       for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
         const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
         for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
@@ -395,8 +416,15 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
           // Panel rows q = (k - k0) r + c: weight_k B_k[e0 .., c].
           for (std::int64_t k = 0; k < terms; ++k)
             pack_b_rows(blocks[k0 + k], n, r, static_cast<float>(weight[k0 + k]), e0, width, bp.data() + k * r * width);
-          for (std::int64_t rt = rt0; rt < rt1; ++rt) {
-            const std::int64_t a0 = rt * kTileRows, rows_here = std::min(kTileRows, m - a0);
+          queue.clear();
+          if (cb + kBlockTiles < ct1)
+            queue_step(k0, cb + kBlockTiles);
+          else if (k0 + terms_per_panel < n_terms)
+            queue_step(k0 + terms_per_panel, ct0);
+          const std::int64_t tiles = row_tiles * ((width + kTileCols - 1) / kTileCols);
+          const std::int64_t fetch_per_tile = (queue.lines_left() + tiles - 1) / tiles;
+          for (std::int64_t rt = 0; rt < row_tiles; ++rt) {
+            const std::int64_t a0 = tile_row(rt), rows_here = tile_row(rt + 1) - a0;
             // a[q] = &A_k[a0][c], q = (k - k0) r + c: the tiles broadcast A's values from the
             // blocks themselves.
             for (std::int64_t k = 0, q = 0; k < terms; ++k) {
@@ -405,6 +433,7 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
             }
             for (std::int64_t b0 = e0; b0 < std::min(n, e0 + width); b0 += kTileCols) {
               const __mmask16 m0 = lanes(n - b0), m1 = lanes(n - b0 - 16 > 0 ? n - b0 - 16 : 0);
+              queue.pump(fetch_per_tile);
               kTiles[rows_here](depth, a.data(), r, bp.data() + (b0 - e0), width, out + a0 * n + b0, n, m0, m1);
             }
           }
