@@ -10,7 +10,9 @@ and prints per case the median over the rounds of each build's ratio (EGGROLL or
 against plain inference, measured inside each process), of its plain-inference rate and of its
 EGGROLL (forward, epoch or update) rate. When a change speeds up plain inference too, the ratio
 alone hides it: read the rates. For `--suite lm` the two rate columns are the int8 GEMM's G MAC/s
-at the model's shape mix and the population step's member-tokens/s.
+at the model's shape mix and the population step's member-tokens/s. For `--suite update` and
+`--suite epoch` a second table gives each build's seconds per update (or epoch), every round's:
+an update of a few milliseconds moves its ratio less than the noise of plain inference does.
 """
 import argparse
 import json
@@ -44,6 +46,7 @@ def main():
     ratios = {"a": {}, "b": {}}
     infer = {"a": {}, "b": {}}
     egg = {"a": {}, "b": {}}
+    seconds = {"a": {}, "b": {}}  # update_s or epoch_s, where the suite reports them
     order = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -58,6 +61,8 @@ def main():
                     # the lm suite's records: the GEMM's G MAC/s and the step's member-tokens/s
                     infer[side].setdefault(k, []).append(rec.get("inference_rows_per_s", rec.get("gemm_gmacs")))
                     egg[side].setdefault(k, []).append(rec.get("eggroll_rows_per_s", rec.get("member_tokens_per_s")))
+                    if "update_s" in rec or "epoch_s" in rec:
+                        seconds[side].setdefault(k, []).append(rec.get("update_s", rec.get("epoch_s")))
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
     print(f"| case ({args.rounds} rounds, medians) | A ratio | B ratio | A inference rows/s | B inference rows/s "
           "| A EGGROLL rows/s | B EGGROLL rows/s |")
@@ -70,6 +75,15 @@ def main():
         print(f"| {label} | {statistics.median(a):.3f} | {statistics.median(b):.3f} | "
               f"{statistics.median(infer['a'][k]):.4g} | {statistics.median(infer['b'][k]):.4g} | "
               f"{statistics.median(egg['a'][k]):.4g} | {statistics.median(egg['b'][k]):.4g} |")
+    if any(seconds["a"].values()):
+        print(f"\n| case | A seconds (each round, sorted) | B seconds (each round, sorted) |")
+        print("|---|---|---|")
+        for k in order:
+            a, b = seconds["a"].get(k), seconds["b"].get(k)
+            if a and b:
+                label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
+                print(f"| {label} | {', '.join(f'{x:.4f}' for x in sorted(a))} | "
+                      f"{', '.join(f'{x:.4f}' for x in sorted(b))} |")
 
 
 if __name__ == "__main__":
