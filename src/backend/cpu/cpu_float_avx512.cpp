@@ -403,7 +403,7 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
       cpu::LineQueue queue;
       const auto queue_step = [&](std::int64_t k0, std::int64_t cb) {
         const std::int64_t terms = std::min(terms_per_panel, n_terms - k0);
-        const std::int64_t e0 = cb * kTileCols, e1 = std::min(n, (cb + kBlockTiles) * kTileCols);
+        const std::int64_t e0 = cb * kTileCols, e1 = std::min(n, std::min(cb + kBlockTiles, ct1) * kTileCols);
         for (std::int64_t k = 0; k < terms; ++k) {
           queue.add(blocks[k0 + k] + e0 * r, (e1 - e0) * r * 4);
           queue.add(blocks[k0 + k] + (n + r0) * r, (tile_row(1) - r0) * r * 4);
