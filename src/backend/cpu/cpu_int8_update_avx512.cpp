@@ -11,6 +11,7 @@
 // level's bit for bit whatever the threads.
 #include "backend/int8_ops.hpp"
 #include "backend/cpu/avx512_columns.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -34,6 +35,7 @@ constexpr std::int64_t kCols = 64;            // z columns per tile
 constexpr std::int64_t kChunkQuads = 16384;   // 4 * 128 * 255 * kChunkQuads < 2^31
 constexpr std::int64_t kPackRows = 64;        // coef packing block: rows x terms
 constexpr std::int64_t kPackTerms = 64;
+constexpr std::int64_t kAhead = 8;  // quads ahead that the in-place tile fetches
 
 using avx512::byte_mask;
 using avx512::load_u32;
@@ -257,6 +259,134 @@ void run(const Quads& g, int sign, std::int64_t* z) {
     }
 }
 
+// ---- rank 4: no packing pass ----
+// At rank 4 a quad is one pair's four columns, so its bytes at B row b (and at A row a) are the
+// pair's four factor bytes of that row, as they lie in its block. The tiles broadcast A from the
+// blocks, and each thread copies B + 128 of a column block into a slice of its own when it starts
+// that column block's tiles (in cache for them), instead of a packing pass writing B and A for
+// every quad to memory and the tiles reading them back. The +128 shares are summed first.
+
+struct InPlace {
+  std::int64_t m = 0, n = 0, n_quads = 0, n_chunks = 0;
+  std::vector<const std::int8_t*> block;   // quad q's factor block: B rows (n, 4), then A rows (m, 4)
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's A bytes over a chunk
+};
+
+InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks,
+                 const std::vector<std::int64_t>& tk) {
+  InPlace g;
+  g.m = m;
+  g.n = n;
+  g.n_quads = static_cast<std::int64_t>(tk.size()) / 4;
+  g.n_chunks = (g.n_quads + kChunkQuads - 1) / kChunkQuads;
+  g.block.resize(static_cast<std::size_t>(g.n_quads));
+  for (std::int64_t q = 0; q < g.n_quads; ++q) g.block[static_cast<std::size_t>(q)] = blocks[tk[4 * q]];
+  g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_chunks));
+  const std::int64_t groups = (m + 15) / 16;
+  const __m512i ones = _mm512_set1_epi8(1);
+#pragma omp parallel for schedule(static) if (m * g.n_quads > kParallelMinWork / 4)
+  for (std::int64_t gr = 0; gr < groups; ++gr) {  // 16 rows at a time: a quad's 16 rows are 64 bytes
+    const std::int64_t a = 16 * gr;
+    const __mmask16 rows = avx512::first_lanes(m - a);
+    for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+      __m512i sum = _mm512_setzero_si512();
+      const std::int64_t q1 = std::min(g.n_quads, (ch + 1) * kChunkQuads);
+      for (std::int64_t q = ch * kChunkQuads; q < q1; ++q) {
+        const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (n + a) * 4;
+        sum = _mm512_dpbusd_epi32(sum, ones, _mm512_maskz_loadu_epi32(rows, a_rows));
+      }
+      alignas(64) std::int32_t lane[16];
+      _mm512_store_si512(lane, sum);
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(16, m - a); ++i)
+        g.rowsum[static_cast<std::size_t>((a + i) * g.n_chunks + ch)] = 128 * lane[i];
+    }
+  }
+  return g;
+}
+
+// slice (n_quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of every quad, copied
+// from the blocks: one contiguous stream for the tiles of a column block (read in place, the
+// blocks' lines lie a block's size apart and crowd a few cache sets).
+void pack_slice(const InPlace& g, std::int64_t b0, std::uint8_t* slice) {
+  const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
+  __mmask16 lanes[4];
+  for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t q = 0; q < g.n_quads; ++q) {
+    const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, g.n_quads - 1))] + b0 * 4;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * v), _MM_HINT_T0);
+    const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * 4;
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v)
+      _mm512_store_si512(slice + q * kCols * 4 + 64 * v,
+                         _mm512_xor_si512(_mm512_maskz_loadu_epi32(lanes[v], src + 64 * v), flip));
+  }
+}
+
+// quad_tile's sum with B from the column block's slice and A read from the quads' blocks.
+template <int RT>
+void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t ch,
+                   int sign, std::int64_t* z) {
+  const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(g.n_quads, q0 + kChunkQuads);
+  __m512i c[RT][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
+  const std::int64_t a_at = (g.n + a0) * 4;
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const std::int8_t* blk = g.block[static_cast<std::size_t>(q)];
+    _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
+                 _MM_HINT_T0);
+    const std::uint8_t* bp = slice + q * kCols * 4;
+    __m512i w[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) w[v] = _mm512_load_si512(bp + 64 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < RT; ++i) {
+      const __m512i cf = _mm512_set1_epi32(load_u32(blk + a_at + 4 * i));
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
+    }
+  }
+  alignas(64) std::int32_t part[RT][kCols];  // stored first, as in quad_tile
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
+  const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
+  for (int i = 0; i < RT; ++i) {
+    const __m512i shift = _mm512_set1_epi32(g.rowsum[static_cast<std::size_t>((a0 + i) * g.n_chunks + ch)]);
+    std::int64_t* zr = z + (a0 + i) * g.n + b0;
+    for (std::int64_t col = 0; col < cols; col += 16)
+      add16_to_z(zr + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
+  }
+}
+
+// Column blocks split into contiguous shares of (column block, row tile) in that order, as in
+// run above; a thread packs a column block's slice when its share enters it.
+void run(const InPlace& g, int sign, std::int64_t* z) {
+  using Fn =
+      void (*)(const InPlace&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
+  static const Fn tiles[kRows] = {in_place_tile<1>, in_place_tile<2>, in_place_tile<3>,
+                                  in_place_tile<4>, in_place_tile<5>, in_place_tile<6>};
+  const std::int64_t col_blocks = (g.n + kCols - 1) / kCols, row_blocks = (g.m + kRows - 1) / kRows;
+  cpu_parallel::team(g.m * g.n * g.n_quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+    const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
+    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(g.n_quads * 4));  // aligned
+    std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
+    std::int64_t packed = -1;
+    for (std::int64_t it = first; it < last; ++it) {
+      const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+      if (cb != packed) pack_slice(g, cb * kCols, slice);
+      packed = cb;
+      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
+      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, slice, a0, cb * kCols, ch, sign, z);
+    }
+  });
+}
+
 // ---- any d: term pairs of int16 (the level's kernel for the packing of cpu_int8_update.cpp) ----
 
 // z rows [a0, a0 + AT) x columns [b0, b0 + 32) += the term pairs [j0, j1): int32 in registers
@@ -305,7 +435,10 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
       }
     }
     if (tk.empty()) continue;
-    run(pack(m, n, r, blocks, tk, tc), sign, z);
+    if (r == 4)
+      run(in_place(m, n, blocks, tk), sign, z);
+    else
+      run(pack(m, n, r, blocks, tk, tc), sign, z);
   }
   return true;
 }
