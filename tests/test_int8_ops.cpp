@@ -457,11 +457,12 @@ TEST(Int8Random, UpdateAccumulate) {
   // its largest (-128 * (127 + 128)). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their
   // A interleaved and transposed 16 rows at a time) with a partial block of rows after them, and
   // a partial block of terms. Both signs are summed in one pass over z: also one sign only, and
-  // two chunks of + terms against one of - terms (90000 pairs, one in nine -).
+  // two chunks of + terms against one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4
+  // with 3100 pairs: the in-place sum's passes of quads over three column blocks.
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
-              S{3, 70, 4, 90000, 1, 1}}) {
+              S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -536,24 +537,24 @@ TEST(Int8Random, ThreadsAndBatchSplitDoNotChangeBits) {
     }
   }
   // the update accumulator: 1 vs 2 threads (rank 4: the AVX-512 level reads the factors in place,
-  // a thread's share of column blocks starting inside one)
-  const std::int64_t pairs = 20;
-  for (std::int64_t rank : {3, 4}) {
+  // a thread's share of column blocks starting inside one; 3100 pairs: several passes of quads)
+  struct U { std::int64_t m, n, rank, pairs; };
+  for (U u : {U{m, n, 3, 20}, U{m, n, 4, 20}, U{20, 130, 4, 3100}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
-    for (std::int64_t k = 0; k < pairs; ++k) {
-      storage.push_back(rng.int8s(rank * (n + m), -128, 127));
+    for (std::int64_t k = 0; k < u.pairs; ++k) {
+      storage.push_back(rng.int8s(u.rank * (u.n + u.m), -128, 127));
       blocks.push_back(storage.back().data());
     }
-    const I8 d = rng.int8s(pairs, -1, 1);
+    const I8 d = rng.int8s(u.pairs, -1, 1);
     for (const std::string& l : levels()) {
       cpu_int8::set_level(l.c_str());
-      std::vector<std::int64_t> z1(static_cast<std::size_t>(m * n), 7), z2 = z1;
+      std::vector<std::int64_t> z1(static_cast<std::size_t>(u.m * u.n), 7), z2 = z1;
       cpu->set_threads(1);
-      cpu->qupdate_accumulate(m, n, rank, pairs, blocks.data(), d.data(), z1.data());
+      cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z1.data());
       cpu->set_threads(2);
-      cpu->qupdate_accumulate(m, n, rank, pairs, blocks.data(), d.data(), z2.data());
-      EXPECT_EQ(z1, z2) << l << " rank " << rank;
+      cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z2.data());
+      EXPECT_EQ(z1, z2) << l << " rank " << u.rank << " pairs " << u.pairs;
     }
   }
   cpu->set_threads(omp_get_num_procs());

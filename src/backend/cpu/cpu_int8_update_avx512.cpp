@@ -36,6 +36,9 @@ constexpr std::int64_t kChunkQuads = 16384;   // 4 * 128 * 255 * kChunkQuads < 2
 constexpr std::int64_t kPackRows = 64;        // coef packing block: rows x terms
 constexpr std::int64_t kPackTerms = 64;
 constexpr std::int64_t kAhead = 8;  // quads ahead that the in-place tile fetches
+// Quads per pass over z at rank 4: a tile's A lines of a pass (64 bytes a quad) and its column
+// block's slice (256 bytes a quad) stay in L2 (one pass over every quad lost 1.8x at N 65536).
+constexpr std::int64_t kPassQuads = 1024;
 
 using avx512::byte_mask;
 using avx512::load_u32;
@@ -267,9 +270,9 @@ void run(const Quads& g, int sign, std::int64_t* z) {
 // every quad to memory and the tiles reading them back. The +128 shares are summed first.
 
 struct InPlace {
-  std::int64_t m = 0, n = 0, n_quads = 0, n_chunks = 0;
+  std::int64_t m = 0, n = 0, n_quads = 0, n_chunks = 0;  // n_chunks: passes of kPassQuads
   std::vector<const std::int8_t*> block;   // quad q's factor block: B rows (n, 4), then A rows (m, 4)
-  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's A bytes over a chunk
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's A bytes over a pass
 };
 
 InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks,
@@ -278,7 +281,7 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
   g.m = m;
   g.n = n;
   g.n_quads = static_cast<std::int64_t>(tk.size()) / 4;
-  g.n_chunks = (g.n_quads + kChunkQuads - 1) / kChunkQuads;
+  g.n_chunks = (g.n_quads + kPassQuads - 1) / kPassQuads;
   g.block.resize(static_cast<std::size_t>(g.n_quads));
   for (std::int64_t q = 0; q < g.n_quads; ++q) g.block[static_cast<std::size_t>(q)] = blocks[tk[4 * q]];
   g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_chunks));
@@ -290,8 +293,8 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
     const __mmask16 rows = avx512::first_lanes(m - a);
     for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
       __m512i sum = _mm512_setzero_si512();
-      const std::int64_t q1 = std::min(g.n_quads, (ch + 1) * kChunkQuads);
-      for (std::int64_t q = ch * kChunkQuads; q < q1; ++q) {
+      const std::int64_t q1 = std::min(g.n_quads, (ch + 1) * kPassQuads);
+      for (std::int64_t q = ch * kPassQuads; q < q1; ++q) {
         const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (n + a) * 4;
         sum = _mm512_dpbusd_epi32(sum, ones, _mm512_maskz_loadu_epi32(rows, a_rows));
       }
@@ -304,31 +307,33 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
   return g;
 }
 
-// slice (n_quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of every quad, copied
-// from the blocks: one contiguous stream for the tiles of a column block (read in place, the
-// blocks' lines lie a block's size apart and crowd a few cache sets).
-void pack_slice(const InPlace& g, std::int64_t b0, std::uint8_t* slice) {
+// slice (pass quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of pass
+// ch, copied from the blocks: one contiguous stream for the tiles of a column block (read in
+// place, the blocks' lines lie a block's size apart and crowd a few cache sets).
+void pack_slice(const InPlace& g, std::int64_t ch, std::int64_t b0, std::uint8_t* slice) {
+  const std::int64_t q0 = ch * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
   __mmask16 lanes[4];
   for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (std::int64_t q = 0; q < g.n_quads; ++q) {
-    const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, g.n_quads - 1))] + b0 * 4;
+  for (std::int64_t q = q0; q < q1; ++q) {
+    const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + b0 * 4;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * v), _MM_HINT_T0);
     const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * 4;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v)
-      _mm512_store_si512(slice + q * kCols * 4 + 64 * v,
+      _mm512_store_si512(slice + (q - q0) * kCols * 4 + 64 * v,
                          _mm512_xor_si512(_mm512_maskz_loadu_epi32(lanes[v], src + 64 * v), flip));
   }
 }
 
-// quad_tile's sum with B from the column block's slice and A read from the quads' blocks.
+// quad_tile's sum over the quads of pass ch, with B from the column block's slice and A read
+// from the quads' blocks.
 template <int RT>
 void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t ch,
                    int sign, std::int64_t* z) {
-  const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(g.n_quads, q0 + kChunkQuads);
+  const std::int64_t q0 = ch * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
   __m512i c[RT][4];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
@@ -339,7 +344,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
     const std::int8_t* blk = g.block[static_cast<std::size_t>(q)];
     _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
                  _MM_HINT_T0);
-    const std::uint8_t* bp = slice + q * kCols * 4;
+    const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
     __m512i w[4];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) w[v] = _mm512_load_si512(bp + 64 * v);
@@ -365,7 +370,8 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
 }
 
 // Column blocks split into contiguous shares of (column block, row tile) in that order, as in
-// run above; a thread packs a column block's slice when its share enters it.
+// run above; pass by pass, a thread packs a column block's slice when its share enters it. A
+// thread's tiles are its own in every pass, so the passes need no barrier.
 void run(const InPlace& g, int sign, std::int64_t* z) {
   using Fn =
       void (*)(const InPlace&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
@@ -374,15 +380,16 @@ void run(const InPlace& g, int sign, std::int64_t* z) {
   const std::int64_t col_blocks = (g.n + kCols - 1) / kCols, row_blocks = (g.m + kRows - 1) / kRows;
   cpu_parallel::team(g.m * g.n * g.n_quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
-    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(g.n_quads * 4));  // aligned
+    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4));  // aligned
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
-    std::int64_t packed = -1;
-    for (std::int64_t it = first; it < last; ++it) {
-      const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-      if (cb != packed) pack_slice(g, cb * kCols, slice);
-      packed = cb;
-      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
-      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, slice, a0, cb * kCols, ch, sign, z);
+    for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+      std::int64_t packed = -1;
+      for (std::int64_t it = first; it < last; ++it) {
+        const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+        if (cb != packed) pack_slice(g, ch, cb * kCols, slice);
+        packed = cb;
+        tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1](g, slice, a0, cb * kCols, ch, sign, z);
+      }
     }
   });
 }
