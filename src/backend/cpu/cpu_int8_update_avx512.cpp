@@ -208,6 +208,26 @@ inline void add16_to_z(std::int64_t* z, std::int64_t count, __m512i p32, int sig
   if (count > 8) add8_to_z(z + 8, count - 8, _mm512_extracti64x4_epi64(p32, 1), sign);
 }
 
+// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - the row's
+// +128 share, rowsum[i * rowsum_stride]): the end of a quad tile. The accumulators are stored
+// first, then widened from memory: with this epilogue on the registers, GCC 12 keeps a stack
+// copy of every accumulator, stored on each step of the tile's loop (2-3x the time).
+template <int RT>
+inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum, std::int64_t rowsum_stride,
+                          std::int64_t cols, int sign, std::int64_t* z, std::int64_t ldz) {
+  alignas(64) std::int32_t part[RT][kCols];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
+  cols = std::min(kCols, cols);
+  for (int i = 0; i < RT; ++i) {
+    const __m512i shift = _mm512_set1_epi32(rowsum[i * rowsum_stride]);
+    for (std::int64_t col = 0; col < cols; col += 16)
+      add16_to_z(z + i * ldz + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
+  }
+}
+
 // z rows [a0, a0 + RT) x columns [b0, b0 + 64) += sign * (the quads [q0, q1) of chunk ch): int32
 // in registers, then the +128's share taken out and the result added into the int64 z.
 template <int RT>
@@ -232,20 +252,7 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  // Stored first, then widened from memory: with the epilogue on the registers, GCC 12 keeps a
-  // stack copy of every accumulator, stored on each step of the loop above (2-3x the time).
-  alignas(64) std::int32_t part[RT][kCols];
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
-  const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
-  for (int i = 0; i < RT; ++i) {
-    const __m512i shift = _mm512_set1_epi32(g.rowsum[static_cast<std::size_t>((a0 + i) * g.n_chunks + ch)]);
-    std::int64_t* zr = z + (a0 + i) * g.n + b0;
-    for (std::int64_t col = 0; col < cols; col += 16)
-      add16_to_z(zr + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
-  }
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, g.n - b0, sign, z + a0 * g.n + b0, g.n);
 }
 
 void run(const Quads& g, int sign, std::int64_t* z) {
@@ -355,18 +362,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  alignas(64) std::int32_t part[RT][kCols];  // stored first, as in quad_tile
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
-  const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
-  for (int i = 0; i < RT; ++i) {
-    const __m512i shift = _mm512_set1_epi32(g.rowsum[static_cast<std::size_t>((a0 + i) * g.n_chunks + ch)]);
-    std::int64_t* zr = z + (a0 + i) * g.n + b0;
-    for (std::int64_t col = 0; col < cols; col += 16)
-      add16_to_z(zr + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
-  }
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, g.n - b0, sign, z + a0 * g.n + b0, g.n);
 }
 
 // Column blocks split into contiguous shares of (column block, row tile) in that order, as in
