@@ -1,0 +1,118 @@
+// The int8 update's ops (ALGORITHM.md 2.6): the z-test's sums (qupdate_accumulate) and the
+// integer step (qapply_moves), every SIMD level against the reference bit for bit, at every
+// thread count.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/int8_ops.hpp"
+#include "eggroll/backend/backend.hpp"
+#include "support/int8_test_support.hpp"
+
+namespace eggroll {
+namespace {
+
+using namespace int8_test;
+
+TEST(Int8Random, UpdateAccumulate) {
+  Rng rng{5};
+  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; };  // signs: 0 mixed, 1 mostly +, 2 all -
+  // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
+  // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
+  // its largest (-128 * (127 + 128)). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their
+  // A interleaved and transposed 16 rows at a time) with a partial block of rows after them, and
+  // a partial block of terms. Both signs are summed in one pass over z: also one sign only, and
+  // two chunks of + terms against one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4
+  // with 3100 pairs: the in-place sum's passes of quads over three column blocks.
+  for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
+              S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
+              S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
+              S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}}) {
+    std::vector<I8> storage;
+    std::vector<const std::int8_t*> blocks;
+    I8 d;
+    for (std::int64_t k = 0; k < s.pairs; ++k) {
+      storage.push_back(rng.int8s(s.r * (s.n + s.m), -128, 127));
+      blocks.push_back(k % 5 == 4 ? nullptr : storage.back().data());
+      const bool minus = s.signs == 0 ? k % 2 == 1 : (s.signs == 1 ? k % 9 == 0 : true);
+      d.push_back(static_cast<std::int8_t>(s.signs == 0 && k % 3 == 2 ? 0 : (minus ? -s.max_d : s.max_d)));
+    }
+    if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
+      for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
+    if (s.pairs >= 70000)  // B = 127, A = -128
+      for (auto& b : storage) {
+        std::fill(b.begin(), b.begin() + s.r * s.n, std::int8_t{127});
+        std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{-128});
+      }
+    std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
+    for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;
+    expect_all_levels_equal<std::int64_t>("qupdate_accumulate", s.m * s.n, [&](Backend& be, std::int64_t* z) {
+      std::copy(z0.begin(), z0.end(), z);
+      be.qupdate_accumulate(s.m, s.n, s.r, s.pairs, blocks.data(), d.data(), z);
+    });
+  }
+}
+
+TEST(Int8Random, ApplyMoves) {
+  // z around the threshold (both signs, zero, far beyond it) and w at the clip's ends, at lengths
+  // with a partial vector and with several chunks; every threshold kind (below 1, 1, large).
+  Rng rng{12};
+  for (std::int64_t n : {1, 15, 17, 4096 + 33, 3 * 4096}) {
+    std::vector<std::int64_t> z(static_cast<std::size_t>(n));
+    for (auto& v : z) {
+      const std::int64_t t = static_cast<std::int64_t>(rng.next() % 7);
+      const std::int64_t pick[7] = {0, 5, -5, 4, -4, std::int64_t{1} << 40, -(std::int64_t{1} << 40)};
+      v = pick[t] + static_cast<std::int64_t>(rng.next() % 3) - 1;
+    }
+    const I8 w0 = rng.int8s(n, -127, 127);
+    I8 w_edges = w0;
+    for (std::int64_t i = 0; i < n; i += 3) w_edges[i] = static_cast<std::int8_t>(i % 2 ? 127 : -127);
+    for (std::int64_t threshold :
+         {std::int64_t{-3}, std::int64_t{0}, std::int64_t{1}, std::int64_t{5}, std::int64_t{1} << 50})
+      for (const I8* w : std::vector<const I8*>{&w0, &w_edges}) {
+        std::int64_t want_moved = -1;
+        expect_all_levels_equal<std::int8_t>("qapply_moves", n, [&](Backend& be, std::int8_t* out) {
+          std::copy(w->begin(), w->end(), out);
+          const std::int64_t moved = be.qapply_moves(n, z.data(), threshold, out);
+          if (want_moved < 0) want_moved = moved;
+          EXPECT_EQ(want_moved, moved) << "n " << n << " threshold " << threshold;
+        });
+      }
+  }
+}
+
+TEST(Int8Random, UpdateThreadsDoNotChangeBits) {
+  Rng rng{6};
+  const std::int64_t m = 130, n = 1000;
+  auto cpu = make_backend(BackendKind::cpu);
+  LevelGuard guard;
+  // the update accumulator: 1 vs 2 threads (rank 4: the AVX-512 level reads the factors in place,
+  // a thread's share of column blocks starting inside one; 3100 pairs: several passes of quads)
+  struct U { std::int64_t m, n, rank, pairs; };
+  for (U u : {U{m, n, 3, 20}, U{m, n, 4, 20}, U{20, 130, 4, 3100}}) {
+    std::vector<I8> storage;
+    std::vector<const std::int8_t*> blocks;
+    for (std::int64_t k = 0; k < u.pairs; ++k) {
+      storage.push_back(rng.int8s(u.rank * (u.n + u.m), -128, 127));
+      blocks.push_back(storage.back().data());
+    }
+    const I8 d = rng.int8s(u.pairs, -1, 1);
+    for (const std::string& l : levels()) {
+      cpu_int8::set_level(l.c_str());
+      std::vector<std::int64_t> z1(static_cast<std::size_t>(u.m * u.n), 7), z2 = z1;
+      cpu->set_threads(1);
+      cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z1.data());
+      cpu->set_threads(2);
+      cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z2.data());
+      EXPECT_EQ(z1, z2) << l << " rank " << u.rank << " pairs " << u.pairs;
+    }
+  }
+  cpu->set_threads(omp_get_num_procs());
+}
+
+}  // namespace
+}  // namespace eggroll
