@@ -277,9 +277,9 @@ void run(const Quads& g, int sign, std::int64_t* z) {
 // every quad to memory and the tiles reading them back. The +128 shares are summed first.
 
 struct InPlace {
-  std::int64_t m = 0, n = 0, n_quads = 0, n_chunks = 0;  // n_chunks: passes of kPassQuads
+  std::int64_t m = 0, n = 0, n_quads = 0, n_passes = 0;  // passes of kPassQuads quads
   std::vector<const std::int8_t*> block;   // quad q's factor block: B rows (n, 4), then A rows (m, 4)
-  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's A bytes over a pass
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_passes): 128 sum of a row's A bytes over a pass
 };
 
 InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks,
@@ -288,37 +288,37 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
   g.m = m;
   g.n = n;
   g.n_quads = static_cast<std::int64_t>(tk.size()) / 4;
-  g.n_chunks = (g.n_quads + kPassQuads - 1) / kPassQuads;
+  g.n_passes = (g.n_quads + kPassQuads - 1) / kPassQuads;
   g.block.resize(static_cast<std::size_t>(g.n_quads));
   for (std::int64_t q = 0; q < g.n_quads; ++q) g.block[static_cast<std::size_t>(q)] = blocks[tk[4 * q]];
-  g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_chunks));
+  g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_passes));
   const std::int64_t groups = (m + 15) / 16;
   const __m512i ones = _mm512_set1_epi8(1);
-#pragma omp parallel for schedule(static) if (m * g.n_quads > kParallelMinWork / 4)
-  for (std::int64_t gr = 0; gr < groups; ++gr) {  // 16 rows at a time: a quad's 16 rows are 64 bytes
+  // 16 rows at a time: a quad's 16 rows are 64 bytes
+  cpu_parallel::for_each(groups, m * g.n_quads > kParallelMinWork / 4, [&](std::int64_t gr) {
     const std::int64_t a = 16 * gr;
     const __mmask16 rows = avx512::first_lanes(m - a);
-    for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+    for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
       __m512i sum = _mm512_setzero_si512();
-      const std::int64_t q1 = std::min(g.n_quads, (ch + 1) * kPassQuads);
-      for (std::int64_t q = ch * kPassQuads; q < q1; ++q) {
+      const std::int64_t q1 = std::min(g.n_quads, (pass + 1) * kPassQuads);
+      for (std::int64_t q = pass * kPassQuads; q < q1; ++q) {
         const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (n + a) * 4;
         sum = _mm512_dpbusd_epi32(sum, ones, _mm512_maskz_loadu_epi32(rows, a_rows));
       }
       alignas(64) std::int32_t lane[16];
       _mm512_store_si512(lane, sum);
       for (std::int64_t i = 0; i < std::min<std::int64_t>(16, m - a); ++i)
-        g.rowsum[static_cast<std::size_t>((a + i) * g.n_chunks + ch)] = 128 * lane[i];
+        g.rowsum[static_cast<std::size_t>((a + i) * g.n_passes + pass)] = 128 * lane[i];
     }
-  }
+  });
   return g;
 }
 
-// slice (pass quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of pass
-// ch, copied from the blocks: one contiguous stream for the tiles of a column block (read in
+// slice (kPassQuads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of this
+// pass, copied from the blocks: one contiguous stream for the tiles of a column block (read in
 // place, the blocks' lines lie a block's size apart and crowd a few cache sets).
-void pack_slice(const InPlace& g, std::int64_t ch, std::int64_t b0, std::uint8_t* slice) {
-  const std::int64_t q0 = ch * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
+void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice) {
+  const std::int64_t q0 = pass * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
   __mmask16 lanes[4];
   for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
@@ -335,12 +335,12 @@ void pack_slice(const InPlace& g, std::int64_t ch, std::int64_t b0, std::uint8_t
   }
 }
 
-// quad_tile's sum over the quads of pass ch, with B from the column block's slice and A read
+// quad_tile's sum over the quads of this pass, with B from the column block's slice and A read
 // from the quads' blocks.
 template <int RT>
-void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t ch,
+void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t pass,
                    int sign, std::int64_t* z) {
-  const std::int64_t q0 = ch * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
+  const std::int64_t q0 = pass * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
   __m512i c[RT][4];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
@@ -362,7 +362,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, g.n - b0, sign, z + a0 * g.n + b0, g.n);
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_passes + pass, g.n_passes, g.n - b0, sign, z + a0 * g.n + b0, g.n);
 }
 
 // Column blocks split into contiguous shares of (column block, row tile) in that order, as in
@@ -378,13 +378,13 @@ void run(const InPlace& g, int sign, std::int64_t* z) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
     const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4));  // aligned
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
-    for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+    for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
       std::int64_t packed = -1;
       for (std::int64_t it = first; it < last; ++it) {
         const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-        if (cb != packed) pack_slice(g, ch, cb * kCols, slice);
+        if (cb != packed) pack_slice(g, pass, cb * kCols, slice);
         packed = cb;
-        tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1](g, slice, a0, cb * kCols, ch, sign, z);
+        tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1](g, slice, a0, cb * kCols, pass, sign, z);
       }
     }
   });
