@@ -5,7 +5,8 @@
 # forward_3.json, ...): a case moves by tens of percent between processes on a shared machine, so
 # the tables take each case's median run (scripts/bench_tables.py --median). Outputs (text and
 # JSON) go to $OUT (default /tmp/eggroll-bench). Needs a build, and for the last two libdnnl-dev,
-# libopenblas-dev, libopenblas0-openmp and python3-torch. Run from anywhere: bench/cpu_speed.sh
+# libopenblas-dev, libopenblas0-openmp and python3-torch (skipped, with a message, without them).
+# Run from anywhere: bench/cpu_speed.sh
 set -u
 cd "$(dirname "$0")/.."
 E=build/apps/eggroll/eggroll
@@ -22,6 +23,14 @@ done
 $E bench --suite memory --json $O/memory.json > $O/memory.txt 2>&1
 build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator,table --members 2048 --reps 20 > $O/breakdown.txt 2>&1
 build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator --members 2048 --rows 16 --reps 10 > $O/breakdown_r16.txt 2>&1
-build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
-OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
+if [ -x build/bench/gemm_compare ]; then
+  build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
+  OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
+else
+  echo "cpu_speed.sh: build/bench/gemm_compare not built (needs libdnnl-dev and libopenblas-dev): skipped" >&2
+fi
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "cpu_speed.sh: python3-torch not installed: bench/torch_baseline.py skipped" >&2
+  exit 0
+fi
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes default,SkylakeX --json $O/torch.json > $O/torch.txt 2>&1

@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "eggroll/core/system.hpp"
 #include "eggroll/io/checkpoint_dir.hpp"
 #include "eggroll/io/metrics.hpp"
 #include "eggroll/io/safetensors.hpp"
@@ -83,6 +85,25 @@ TEST(Cli, InfoNamesBackendsAndSimd) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("backends: reference, cpu"));
   EXPECT_THAT(r.output, HasSubstr("simd: "));
+}
+
+// The processor's model name, family and model number: the first processor's, spaces and tabs
+// around the keys as /proc/cpuinfo writes them; -1 and "unknown" where a field is missing.
+TEST(Cli, CpuinfoGivesTheFirstProcessorsFamilyAndModel) {
+  std::istringstream listing(
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+      "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: other\n");
+  eggroll::SystemInfo s;
+  eggroll::read_cpuinfo(listing, s);
+  EXPECT_EQ(s.cpu_model, "AMD EPYC");
+  EXPECT_EQ(s.cpu_family, 25);
+  EXPECT_EQ(s.cpu_model_number, 17);
+  EXPECT_EQ(eggroll::cpu_description(s), "AMD EPYC (family 25, model 17)");
+  std::istringstream empty("processor\t: 0\n");
+  eggroll::read_cpuinfo(empty, s);
+  EXPECT_EQ(s.cpu_model, "unknown");
+  EXPECT_EQ(s.cpu_family, -1);
+  EXPECT_EQ(eggroll::cpu_description(s), "unknown");
 }
 
 // The forward suite's records, and for table noise the bound of reading the factors at the

@@ -114,7 +114,8 @@ Tensor random_input(DType dtype, std::int64_t rows, std::int64_t cols, std::uint
 
 nlohmann::json machine_json() {
   const SystemInfo s = system_info();
-  return {{"cpu", s.cpu_model}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni},
+  return {{"cpu", s.cpu_model}, {"cpu_family", s.cpu_family}, {"cpu_model_number", s.cpu_model_number},
+          {"cpu_description", cpu_description(s)}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni},
           {"int8_level", cpu_int8::level()}, {"sgemm_level", cpu_sgemm::level()},
           {"noise_level", noise_simd_level()}, {"threads", omp_get_max_threads()}};
 }

@@ -479,7 +479,7 @@ int bench(const BenchArgs& args) {
   if (args.threads > 0) omp_set_num_threads(args.threads);
   const nlohmann::json machine = machine_json();
   std::printf("eggroll bench --suite %s%s: cpu %s, simd %s, kernels: int8 %s, fp32 gemm %s, noise %s; %d threads\n",
-              args.suite.c_str(), args.quick ? " --quick" : "", machine["cpu"].get<std::string>().c_str(),
+              args.suite.c_str(), args.quick ? " --quick" : "", machine["cpu_description"].get<std::string>().c_str(),
               machine["simd"].get<std::string>().c_str(), machine["int8_level"].get<std::string>().c_str(),
               machine["sgemm_level"].get<std::string>().c_str(), machine["noise_level"].get<std::string>().c_str(),
               omp_get_max_threads());

@@ -12,7 +12,7 @@ int info(const std::string& json) {
                                   : "none (built without CUDA)";
   std::printf("version: %s\n", s.version.c_str());
   std::printf("backends: reference, cpu\n");
-  std::printf("cpu: %s\n", s.cpu_model.c_str());
+  std::printf("cpu: %s\n", cpu_description(s).c_str());
   std::printf("simd: %s%s\n", s.simd_level.c_str(), s.avx512_vnni ? " (+vnni)" : "");
   std::printf("threads: %d\n", s.max_threads);
   std::printf("gpus: %s\n", gpus);
@@ -20,6 +20,7 @@ int info(const std::string& json) {
   std::printf("python: %s\n", s.python_built ? "found at build time (not built yet)" : "no");
   if (!json.empty())
     write_json(json, {{"version", s.version}, {"backends", {"reference", "cpu"}}, {"cpu", s.cpu_model},
+                      {"cpu_family", s.cpu_family}, {"cpu_model_number", s.cpu_model_number},
                       {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni}, {"threads", s.max_threads},
                       {"cuda_built", s.cuda_built}, {"mpi_built", s.mpi_built}, {"python_built", s.python_built}});
   return 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include "eggroll/core/error.hpp"
 
@@ -19,15 +20,34 @@
 
 namespace eggroll {
 
-static std::string read_cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
+void read_cpuinfo(std::istream& in, SystemInfo& s) {
+  s.cpu_model = "unknown";
+  s.cpu_family = s.cpu_model_number = -1;
   std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+  bool name = false, family = false, model = false;
+  while (!(name && family && model) && std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || colon == 0) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const auto first = line.find_first_not_of(' ', colon + 1);
+    const std::string value = first == std::string::npos ? "" : line.substr(first);
+    if (key == "model name" && !name) {
+      s.cpu_model = value;
+      name = true;
+    } else if (key == "cpu family" && !family) {
+      s.cpu_family = std::atoi(value.c_str());
+      family = true;
+    } else if (key == "model" && !model) {
+      s.cpu_model_number = std::atoi(value.c_str());
+      model = true;
     }
-  return "unknown";
+  }
+}
+
+std::string cpu_description(const SystemInfo& s) {
+  if (s.cpu_family < 0) return s.cpu_model;
+  return s.cpu_model + " (family " + std::to_string(s.cpu_family) + ", model " + std::to_string(s.cpu_model_number) +
+         ")";
 }
 
 SystemInfo system_info() {
@@ -36,7 +56,8 @@ SystemInfo system_info() {
   s.cuda_built = EGGROLL_HAVE_CUDA;
   s.mpi_built = EGGROLL_HAVE_MPI;
   s.python_built = EGGROLL_HAVE_PYTHON;
-  s.cpu_model = read_cpu_model();
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  read_cpuinfo(cpuinfo, s);
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))

@@ -1,6 +1,7 @@
 // What this build and this machine offer: version, optional parts, CPU model, SIMD level, threads.
 #pragma once
 #include <cstddef>
+#include <istream>
 #include <memory>
 #include <string>
 
@@ -10,12 +11,23 @@ struct SystemInfo {
   std::string version;
   bool cuda_built = false, mpi_built = false, python_built = false;
   std::string cpu_model;     // from /proc/cpuinfo, or "unknown"
+  // x86 family and model numbers from /proc/cpuinfo, -1 where absent. Virtual machines often
+  // hide the model name ("AMD EPYC"); these still tell the core apart (AMD: family 25 is Zen 3
+  // and Zen 4, where AVX-512 runs on 256-bit units; family 26 is Zen 5).
+  int cpu_family = -1, cpu_model_number = -1;
   std::string simd_level;    // best supported: avx512 | avx2 | scalar
   bool avx512_vnni = false;
   int max_threads = 1;       // OpenMP threads available
 };
 
 SystemInfo system_info();
+
+// Fills s.cpu_model, s.cpu_family and s.cpu_model_number from the first processor of a
+// /proc/cpuinfo listing ("unknown" and -1 where absent).
+void read_cpuinfo(std::istream& in, SystemInfo& s);
+
+// "AMD EPYC (family 25, model 17)": the model name with its family and model numbers.
+std::string cpu_description(const SystemInfo& s);
 
 // Makes the C library's allocator keep freed memory for reuse instead of handing large blocks
 // back to the operating system at every free (glibc: mmap and trim thresholds raised to 1 GiB).
