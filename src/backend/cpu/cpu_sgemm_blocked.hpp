@@ -37,7 +37,7 @@ struct Blocked {
   static constexpr int kNv = V::kNv;
   static constexpr int kNr = kLanes * kNv;        // outputs per panel
   static constexpr int kMr = V::kMr;              // rows per full micro-tile
-  static constexpr std::int64_t kKc = 256;        // k block (a kKc x kNr panel block is 32 KiB at kNr 32)
+  static constexpr std::int64_t kKc = 256;        // k block (a kKc x kNr panel block is 64 KiB at kNr 64)
   static constexpr std::int64_t kMc = 8 * kMr;    // rows per cache block
 
   static std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
