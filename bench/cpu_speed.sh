@@ -34,5 +34,6 @@ if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   exit 0
 fi
 # PyTorch's peak fractions against the fp32 peak this machine measured above
-PEAK=$(/usr/bin/python3 -c "import json; print(max(r['gmacs'] for r in json.load(open('$O/peak.json')) if r['dtype'] == 'f32'))")
+PEAK=$(/usr/bin/python3 -c "import json, sys
+print(max(r['gmacs'] for r in json.load(open(sys.argv[1])) if r['dtype'] == 'f32'))" $O/peak.json)
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --peak-gmacs $PEAK --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes default,SkylakeX --json $O/torch.json > $O/torch.txt 2>&1
