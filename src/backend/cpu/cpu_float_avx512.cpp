@@ -44,6 +44,28 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
+// Lane e = the sum of v[e]'s 16 lanes, added as _mm512_reduce_add_ps adds them (lane i to lane
+// i + 8, then i + 4, i + 2, i + 1, the higher lane first): the same bits as 16 such reductions,
+// with four rounds of two-source shuffles and adds shared by all of them.
+inline __m512 reduce_add16(const __m512 (&v)[16]) {
+  __m512 h[8], g[4], f[2];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j)  // 128-bit lanes: v[2j] i + (i + 8), i < 4; i = 4 .. 7; then v[2j + 1]'s
+    h[j] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0xEE),
+                         _mm512_shuffle_f32x4(v[2 * j], v[2 * j + 1], 0x44));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)  // 128-bit lane L: v[4k + L]'s four sums of i with i + 4
+    g[k] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0xDD),
+                         _mm512_shuffle_f32x4(h[2 * k], h[2 * k + 1], 0x88));
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p)  // 128-bit lane L: v[8p + L]'s two sums of i with i + 2, then v[8p + 4 + L]'s
+    f[p] = _mm512_add_ps(_mm512_shuffle_ps(g[2 * p], g[2 * p + 1], 0x44),
+                         _mm512_shuffle_ps(g[2 * p], g[2 * p + 1], 0xEE));
+  // 128-bit lane L: the sums of v[L], v[4 + L], v[8 + L], v[12 + L]; then in order of e
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(f[0], f[1], 0x88), _mm512_shuffle_ps(f[0], f[1], 0xDD));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), s);
+}
+
 // out[t r + c] = x_t . bt_c for T rows x_t = x + t n and c < R (bt = B^T, (R, n)): one 16-lane
 // fused chain per (t, c) over blocks of 16 k (lane l takes k = 16 i + l, a masked tail), then its
 // lanes added as _mm512_reduce_add_ps does. Each row's sums take the same steps whatever T is, so
@@ -69,11 +91,10 @@ inline void dots_rows(const float* x, const float* bt, std::int64_t n, float* ou
       for (int c = 0; c < R; ++c) acc[t * R + c] = _mm512_fmadd_ps(xv, bv[c], acc[t * R + c]);
     }
   }
-  // stored before they are summed (summed from the registers, GCC 12 copies sums around in the loop)
-  alignas(64) float sums[T * R][16];
-#pragma GCC unroll 32
-  for (int e = 0; e < T * R; ++e) _mm512_store_ps(sums[e], acc[e]);
-  for (int e = 0; e < T * R; ++e) out[e] = _mm512_reduce_add_ps(_mm512_load_ps(sums[e]));
+  __m512 chains[16];
+#pragma GCC unroll 16
+  for (int e = 0; e < 16; ++e) chains[e] = e < T * R ? acc[e] : _mm512_setzero_ps();
+  _mm512_mask_storeu_ps(out, lanes(T * R), reduce_add16(chains));
 }
 
 // out[c] = x . B[:, c] for c < r, B (n, r) row-major: the dot above for rank 1; for ranks the
