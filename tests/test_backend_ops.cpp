@@ -530,27 +530,31 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
 }
 
 // lowrank_update accumulates (header: out += ...), one term at a time in k order, so splitting
-// the terms over two calls gives the same bits as one call.
+// the terms over two calls gives the same bits as one call. Both shapes: tall (n <= m) and wide,
+// which the cpu backend sums transposed in a scratch block.
 TEST(BackendOps, LowrankUpdateAccumulatesAndSplitsExactly) {
-  const std::int64_t m = 13, n = 7, r = 3, terms = 10;
-  const Factors f(terms, m, n, r, 81, -1, false);
-  std::vector<double> weight(terms);
-  for (std::int64_t k = 0; k < terms; ++k) weight[k] = 0.1 * static_cast<double>(k + 1) * (k % 2 ? -1 : 1);
-  const auto out0 = values(m * n, 82);
-  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
-  for (const std::string& level : simd_levels(*make_backend(kind))) {
-    auto be = make_backend(kind);
-    be->set_simd(level);
-    SCOPED_TRACE(be->name() + " " + level);
-    std::vector<float> once = out0, split = out0;
-    be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), once.data());
-    be->lowrank_update(m, n, r, 4, f.blocks.data(), weight.data(), split.data());
-    be->lowrank_update(m, n, r, terms - 4, f.blocks.data() + 4, weight.data() + 4, split.data());
-    EXPECT_EQ(0, std::memcmp(once.data(), split.data(), once.size() * sizeof(float)));
-    // Zero terms leave out unchanged (it is accumulated into, not overwritten).
-    std::vector<float> none = out0;
-    be->lowrank_update(m, n, r, 0, f.blocks.data(), weight.data(), none.data());
-    EXPECT_EQ(none, out0);
+  for (const auto& [m, n] : {std::pair<std::int64_t, std::int64_t>{13, 7}, {7, 13}}) {
+    SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n));
+    const std::int64_t r = 3, terms = 10;
+    const Factors f(terms, m, n, r, 81, -1, false);
+    std::vector<double> weight(terms);
+    for (std::int64_t k = 0; k < terms; ++k) weight[k] = 0.1 * static_cast<double>(k + 1) * (k % 2 ? -1 : 1);
+    const auto out0 = values(m * n, 82);
+    for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+    for (const std::string& level : simd_levels(*make_backend(kind))) {
+      auto be = make_backend(kind);
+      be->set_simd(level);
+      SCOPED_TRACE(be->name() + " " + level);
+      std::vector<float> once = out0, split = out0;
+      be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), once.data());
+      be->lowrank_update(m, n, r, 4, f.blocks.data(), weight.data(), split.data());
+      be->lowrank_update(m, n, r, terms - 4, f.blocks.data() + 4, weight.data() + 4, split.data());
+      EXPECT_EQ(0, std::memcmp(once.data(), split.data(), once.size() * sizeof(float)));
+      // Zero terms leave out unchanged (it is accumulated into, not overwritten).
+      std::vector<float> none = out0;
+      be->lowrank_update(m, n, r, 0, f.blocks.data(), weight.data(), none.data());
+      EXPECT_EQ(none, out0);
+    }
   }
 }
 

@@ -25,10 +25,12 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 // lowrank_correction, with y written once. OpenMP inside when called outside a parallel region.
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
 
-// out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T, one
-// fused multiply-add per (k, c) into each output element: a GEMM of depth n_terms r over a packed
-// panel of weighted B columns, A's values broadcast from the blocks, OpenMP over blocks of output
-// rows x columns (each thread packs the panel of its own columns).
+// out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T when
+// n <= m, and of (weight[k] A_k[:, c]) B_k[:, c]^T when n > m: one fused multiply-add per (k, c)
+// into each output element, the weight on the shorter side's factor. A GEMM of depth n_terms r
+// over a packed panel of the shorter factor's weighted columns, the other factor's values
+// broadcast from the blocks (when n > m, out^T is summed in each thread's scratch), OpenMP over
+// blocks of output rows x columns (each thread packs the panel of its own columns).
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out);
 
