@@ -1,0 +1,99 @@
+// G multiply-adds per second of the float update (Backend::lowrank_update on the cpu backend) at
+// given matrix shapes and ranks: the estimate's GEMM alone, without shaping, noise or optimizer.
+//   update_throughput [--shapes 512x64,64x512,2048x256,256x2048] [--ranks 1,4] [--terms 2048]
+//                     [--reps 15]
+// Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
+// normals laid out as a view lays them out (one block of r (n + m) floats per term). Threads: the
+// OpenMP default (OMP_NUM_THREADS). Each figure is the median of the reps after one warm-up call;
+// the shapes and ranks are run in turn within each rep, so a noisy stretch spreads over all.
+// To compare two builds, run this binary with each library in LD_PRELOAD, alternating.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "eggroll/backend/backend.hpp"
+#include "eggroll/core/error.hpp"
+
+using namespace eggroll;
+
+namespace {
+
+struct Case {
+  std::int64_t m, n, r;
+  std::vector<float> factors;
+  std::vector<const float*> blocks;
+  std::vector<double> weight;
+  std::vector<float> out;
+  std::vector<double> seconds;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> parts;
+  std::stringstream ss(s);
+  for (std::string p; std::getline(ss, p, ',');) parts.push_back(p);
+  return parts;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::string shapes = "512x64,64x512,2048x256,256x2048", ranks = "1,4";
+  std::int64_t terms = 2048;
+  int reps = 15;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) throw_error("update_throughput: ", a, " needs a value");
+    const std::string v = argv[i + 1];
+    if (a == "--shapes") shapes = v;
+    else if (a == "--ranks") ranks = v;
+    else if (a == "--terms") terms = std::max<std::int64_t>(1, std::stoll(v));
+    else if (a == "--reps") reps = std::max(1, std::stoi(v));
+    else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps)");
+  }
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  std::vector<Case> cases;
+  for (const std::string& shape : split(shapes)) {
+    const auto x = shape.find('x');
+    if (x == std::string::npos) throw_error("update_throughput: shape '", shape, "' is not MxN");
+    for (const std::string& rank : split(ranks)) {
+      Case c{std::stoll(shape.substr(0, x)), std::stoll(shape.substr(x + 1)), std::stoll(rank), {}, {}, {}, {}, {}};
+      if (c.m < 1 || c.n < 1 || c.r < 1) throw_error("update_throughput: sizes and ranks must be at least 1");
+      const std::int64_t block = c.r * (c.m + c.n);
+      c.factors.resize(static_cast<std::size_t>(terms * block));
+      for (float& v : c.factors) v = normal(gen);
+      for (std::int64_t k = 0; k < terms; ++k) c.blocks.push_back(c.factors.data() + k * block);
+      for (std::int64_t k = 0; k < terms; ++k) c.weight.push_back(normal(gen));
+      c.out.assign(static_cast<std::size_t>(c.m * c.n), 0.0f);
+      cases.push_back(std::move(c));
+    }
+  }
+  auto backend = make_backend(BackendKind::cpu);
+  const auto run = [&](Case& c) {
+    backend->lowrank_update(c.m, c.n, c.r, terms, c.blocks.data(), c.weight.data(), c.out.data());
+  };
+  for (Case& c : cases) run(c);  // warm-up
+  for (int rep = 0; rep < reps; ++rep)
+    for (Case& c : cases) {
+      const auto start = std::chrono::steady_clock::now();
+      run(c);
+      c.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  std::printf("%-12s %5s %7s %10s %10s\n", "shape", "rank", "terms", "ms", "G MAC/s");
+  for (Case& c : cases) {
+    std::nth_element(c.seconds.begin(), c.seconds.begin() + reps / 2, c.seconds.end());
+    const double s = c.seconds[static_cast<std::size_t>(reps / 2)];
+    const double macs = static_cast<double>(c.m * c.n * c.r * terms);
+    std::printf("%-12s %5lld %7lld %10.3f %10.1f\n", (std::to_string(c.m) + "x" + std::to_string(c.n)).c_str(),
+                static_cast<long long>(c.r), static_cast<long long>(terms), 1e3 * s, macs / s / 1e9);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}
