@@ -32,6 +32,20 @@ struct Case {
   std::vector<double> seconds;
 };
 
+// A whole number of at least 1, or a clear error naming what it was for.
+std::int64_t count_of(const std::string& text, const char* what) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 1)
+    throw_error("update_throughput: ", what, " must be a whole number of at least 1, got '", text, "'");
+  return v;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> parts;
   std::stringstream ss(s);
@@ -51,8 +65,8 @@ int main(int argc, char** argv) try {
     const std::string v = argv[i + 1];
     if (a == "--shapes") shapes = v;
     else if (a == "--ranks") ranks = v;
-    else if (a == "--terms") terms = std::max<std::int64_t>(1, std::stoll(v));
-    else if (a == "--reps") reps = std::max(1, std::stoi(v));
+    else if (a == "--terms") terms = count_of(v, "--terms");
+    else if (a == "--reps") reps = static_cast<int>(count_of(v, "--reps"));
     else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps)");
   }
   std::mt19937 gen(1);
@@ -62,8 +76,8 @@ int main(int argc, char** argv) try {
     const auto x = shape.find('x');
     if (x == std::string::npos) throw_error("update_throughput: shape '", shape, "' is not MxN");
     for (const std::string& rank : split(ranks)) {
-      Case c{std::stoll(shape.substr(0, x)), std::stoll(shape.substr(x + 1)), std::stoll(rank), {}, {}, {}, {}, {}};
-      if (c.m < 1 || c.n < 1 || c.r < 1) throw_error("update_throughput: sizes and ranks must be at least 1");
+      Case c{count_of(shape.substr(0, x), "a shape's m"), count_of(shape.substr(x + 1), "a shape's n"),
+             count_of(rank, "a rank"), {}, {}, {}, {}, {}};
       const std::int64_t block = c.r * (c.m + c.n);
       c.factors.resize(static_cast<std::size_t>(terms * block));
       for (float& v : c.factors) v = normal(gen);
