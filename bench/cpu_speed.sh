@@ -22,7 +22,7 @@ for run in 1 2 3; do
 done
 $E bench --suite memory --json $O/memory.json > $O/memory.txt 2>&1
 build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator,table --members 2048 --reps 20 > $O/breakdown.txt 2>&1
-build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator --members 2048 --rows 16 --reps 10 > $O/breakdown_r16.txt 2>&1
+build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator --members 2048 --rows 16 --chunk 128 --reps 10 > $O/breakdown_r16.txt 2>&1
 if [ -x build/bench/gemm_compare ]; then
   build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
   OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
