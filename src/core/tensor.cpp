@@ -67,7 +67,7 @@ void Tensor::Free::operator()(void* p) const {
 // the end; the padding is always zero, the values are zero when `zero` is set.
 // From malloc, aligned by hand: glibc's aligned_alloc often leaves a freed large block unused and
 // grows the heap instead, so a forward's activations kept landing on fresh pages (a page fault
-// and a kernel clear per 4 KiB: plain inference of the large model up to 18% slower), where
+// and a kernel clear per 4 KiB: plain inference 15-42% slower in such benchmark processes), where
 // malloc reuses its freed blocks (with retain_freed_memory's thresholds, system.cpp).
 static void* aligned_buffer(std::size_t bytes, bool zero) {
   std::size_t padded = (bytes + 63) / 64 * 64 + 64;
