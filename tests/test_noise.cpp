@@ -7,9 +7,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "eggroll/backend/backend.hpp"
 #include "eggroll/core/error.hpp"
 #include "eggroll/es/noiser.hpp"
 #include "eggroll/noise/noise.hpp"
@@ -362,6 +364,86 @@ TEST(Noise, DiffersAcrossEpochsPairsParamsTagsAndSeeds) {
   EXPECT_NE(table.slice(w, 0, 0, 32), table.slice(w, 1, 0, 32));
   EXPECT_NE(table.slice(w, 0, 0, 32), table.slice(w, 0, 1, 32));
   EXPECT_NE(table.slice(w, 0, 0, 32), table.slice(b, 0, 0, 32));
+}
+
+// ---- the population view's cache ----
+
+// Every pair's factor block of p in the view, from the stream itself.
+std::vector<float> stream_block(std::uint64_t seed, const Param& p, std::uint64_t epoch, std::int64_t pair,
+                                std::int64_t len) {
+  std::vector<float> v(static_cast<std::size_t>(len));
+  fill_normal(noise_stream(seed, p.id, epoch, static_cast<std::uint64_t>(pair), NoiseTag::factors), 0, v.size(),
+              v.data());
+  return v;
+}
+
+std::unique_ptr<Noiser> eggroll_noiser(std::int64_t population, int rank, std::uint64_t seed) {
+  EsConfig es;
+  es.population = population;
+  es.rank = rank;
+  return make_noiser(es, seed);
+}
+
+TEST(PopulationViewCache, RangesFilledByThreadsInAnyOrderHoldTheStreams) {
+  auto noiser = eggroll_noiser(128, 2, 7);
+  Param p{"w", ParamKind::matrix, Tensor(DType::f32, {9, 5}), param_id("w"), false};
+  const std::int64_t len = 2 * (9 + 5), pairs = 64;
+  PopulationView view(*noiser, 3, 0.1, 0, 128);
+  // Where the values will be, before any is generated; then overlapping ranges from three threads.
+  std::vector<const float*> where(pairs);
+  view.normals_range(p, NoiseTag::factors, len, 0, pairs, where.data(), false);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      for (std::int64_t first = t; first < pairs; first += 5)
+        view.fill_normals(p, NoiseTag::factors, len, first, std::min<std::int64_t>(7, pairs - first));
+    });
+  for (std::thread& t : threads) t.join();
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    EXPECT_EQ(view.normals(p, k, NoiseTag::factors, len), where[k]) << "pair " << k;
+    EXPECT_EQ(std::vector<float>(where[k], where[k] + len), stream_block(7, p, 3, k, len)) << "pair " << k;
+  }
+}
+
+TEST(PopulationViewCache, ALaterViewReusesTheMemoryWithItsOwnValues) {
+  auto noiser = eggroll_noiser(64, 4, 11);
+  Param p{"w", ParamKind::matrix, Tensor(DType::f32, {16, 8}), param_id("w"), false};
+  const std::int64_t len = 4 * (16 + 8);
+  const float* first_memory = nullptr;
+  {
+    PopulationView view(*noiser, 0, 0.1, 0, 64);
+    first_memory = view.normals(p, 0, NoiseTag::factors, len);  // every pair generated
+  }
+  PopulationView view(*noiser, 1, 0.1, 0, 64);
+  std::vector<const float*> where(32);
+  view.normals_range(p, NoiseTag::factors, len, 0, 32, where.data(), false);
+  EXPECT_EQ(where[0], first_memory);  // the first view's memory, given back to the noiser
+  view.fill_normals(p, NoiseTag::factors, len, 5, 3);  // a range first, then the rest on first use
+  for (std::int64_t k = 0; k < 32; ++k)
+    EXPECT_EQ(std::vector<float>(view.normals(p, k, NoiseTag::factors, len),
+                                 view.normals(p, k, NoiseTag::factors, len) + len),
+              stream_block(11, p, 1, k, len))
+        << "pair " << k << " holds another epoch's values";
+}
+
+TEST(PopulationViewCache, ForwardGeneratingFactorsPerBlockEqualsFactorsGeneratedFirst) {
+  auto backend = make_backend(BackendKind::cpu);
+  for (const std::int64_t rows : {1, 16})
+    for (const int rank : {1, 4}) {
+      auto noiser = eggroll_noiser(96, rank, 5);
+      Param w{"w", ParamKind::matrix, Tensor(DType::f32, {40, 70}), param_id("w"), false};
+      float* wv = w.value.data<float>();
+      for (std::int64_t i = 0; i < w.value.numel(); ++i) wv[i] = std::sin(0.37f * static_cast<float>(i));
+      std::vector<float> x(static_cast<std::size_t>(96 * rows * 70));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11f * static_cast<float>(i));
+      std::vector<float> y_block(static_cast<std::size_t>(96 * rows * 40)), y_first(y_block.size());
+      PopulationView lazy(*noiser, 2, 0.1, 0, 96), eager(*noiser, 2, 0.1, 0, 96);
+      eager.normals(w, 0, NoiseTag::factors, rank * (40 + 70));  // every pair generated before the forward
+      ForwardContext a{*backend, &lazy, rows}, b{*backend, &eager, rows};
+      noiser->matmul(a, w, x.data(), y_block.data());
+      noiser->matmul(b, w, x.data(), y_first.data());
+      EXPECT_EQ(y_block, y_first) << "rows " << rows << ", rank " << rank;
+    }
 }
 
 }  // namespace

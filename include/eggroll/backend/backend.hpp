@@ -6,6 +6,7 @@
 // are r (n + m) contiguous floats, B (n, r) first, then A (m, r).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,15 @@ struct LowRankFactors {
   std::int64_t m = 0, n = 0, rank = 1;
   const float* const* blocks = nullptr;  // (n_members) pointers to r (n + m) floats
   const float* coef = nullptr;           // (n_members)
+  // Null: every block's values are present. Otherwise they may not be generated yet, and
+  // (*fill)(first, count) generates those of members [first, first + count) of the call: a
+  // backend calls ready() for the members it is about to read (any ranges, any number of times,
+  // from any of its threads), so that a fused kernel can generate a block of rows' factors just
+  // before its tiles read them, while they are in cache.
+  const std::function<void(std::int64_t, std::int64_t)>* fill = nullptr;
+  void ready(std::int64_t first, std::int64_t count) const {
+    if (fill != nullptr && count > 0) (*fill)(first, count);
+  }
 };
 
 // Per-member low-rank int8 perturbation of one matrix (ALGORITHM.md 2.3): member j adds
@@ -82,6 +92,7 @@ class Backend {
   // may fuse the two (the cpu backend does); the result equals the two calls in sequence.
   virtual void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,
                                 float* y) {
+    f.ready(0, batch.n_members);
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);
   }

@@ -5,6 +5,7 @@
 // A PopulationView is one epoch's range of members [begin, end); it owns the epoch-scoped
 // factor cache, so a task that calls forward many times per epoch reuses each pair's factors.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,9 +25,52 @@ namespace eggroll {
 
 class Noiser;
 
+// Vectors whose resize leaves the values unset (a view's cache fills every value right after;
+// clearing a buffer of the whole population's factors first would double its memory traffic).
+template <typename T>
+struct UnsetAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UnsetAllocator<U>;
+  };
+  UnsetAllocator() = default;
+  template <typename U>
+  UnsetAllocator(const UnsetAllocator<U>&) {}
+  template <typename U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;
+  }
+};
+template <typename T>
+using NoiseValues = std::vector<T, UnsetAllocator<T>>;
+
+// The memory of finished views' noise caches, kept by their noiser for the next views: an
+// epoch's views ask for the same sizes as the last epoch's, and fresh memory costs a page fault
+// per 4 KiB at first touch (the large model's factors at rank 4: 150 MB an epoch, which took
+// about as long to fault in as to generate). Holds at most kKept buffers of each type.
+class SpareNoiseBuffers {
+ public:
+  static constexpr std::size_t kKept = 16;
+  // A buffer of n values (unset): the smallest kept one that holds n, else a new one.
+  template <typename T>
+  NoiseValues<T> take(std::size_t n);
+  // Keeps v's memory for a later take (the smallest buffer goes when there are too many).
+  template <typename T>
+  void give(NoiseValues<T>&& v);
+
+ private:
+  template <typename T>
+  std::vector<NoiseValues<T>>& kept();
+  std::mutex mutex_;
+  std::vector<NoiseValues<float>> floats_;
+  std::vector<NoiseValues<std::uint32_t>> words_;
+  std::vector<NoiseValues<std::int8_t>> bytes_;
+};
+
 class PopulationView {
  public:
   PopulationView(const Noiser& noiser, std::int64_t epoch, double sigma, std::int64_t begin, std::int64_t end);
+  ~PopulationView();  // gives its caches' memory to the noiser's spares
   PopulationView(const PopulationView&) = delete;
   PopulationView& operator=(const PopulationView&) = delete;
 
@@ -49,8 +93,15 @@ class PopulationView {
   const std::int8_t* int8s(const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len);
   // The same for count consecutive pairs from pair_first, taking the lock once (a forward pass
   // asks for every member's block of every matrix): out[k] = the block of pair pair_first + k.
+  // With present = false, generated values are not made present: the pointers are where they
+  // will be, and fill_normals makes them present (a forward that generates each block of rows'
+  // factors just before it reads them). Table slices are always present.
   void normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
-                     const float** out);
+                     const float** out, bool present = true);
+  // Generates the values of count pairs from pair_first that are not present yet (others'
+  // are left as they are; several threads may fill overlapping ranges at once), in parallel
+  // when there are many and this is not inside a parallel region.
+  void fill_normals(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count);
   void int8s_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
                    const std::int8_t** out);
   std::int64_t cached_bytes() const;
@@ -75,33 +126,31 @@ class PopulationView {
     NoiseTag tag;
     bool operator<(const Key& o) const { return param != o.param ? param < o.param : tag < o.tag; }
   };
-  // Vectors whose resize leaves the values unset (the cache fills every value right after; clearing
-  // a buffer of the whole population's factors first would double its memory traffic).
   template <typename T>
-  struct UnsetAllocator : std::allocator<T> {
-    template <typename U>
-    struct rebind {
-      using other = UnsetAllocator<U>;
-    };
-    UnsetAllocator() = default;
-    template <typename U>
-    UnsetAllocator(const UnsetAllocator<U>&) {}
-    template <typename U>
-    void construct(U* p) {
-      ::new (static_cast<void*>(p)) U;
-    }
+  using Values = NoiseValues<T>;
+  // One (param, tag)'s values for every pair of the view, len per pair, and which are present:
+  // generated on first use, all of them at once (in parallel), or by ranges (fill_normals).
+  template <typename T>
+  struct Cache {
+    Values<T> values;
+    std::unique_ptr<std::atomic<std::uint8_t>[]> state;  // per pair: kEmpty, kFilling, kPresent
+    std::atomic<bool> complete{false};                   // every pair present
+    std::int64_t len = 0;
   };
   template <typename T>
-  using Values = std::vector<T, UnsetAllocator<T>>;
+  using Caches = std::map<Key, Cache<T>>;
 
+  template <typename T>
+  Cache<T>& cache_of(Caches<T>& caches, const Param& p, NoiseTag tag, std::int64_t len);
   template <typename T, typename Fill>
-  const T* cached(std::map<Key, Values<T>>& cache, const Param& p, std::int64_t pair, NoiseTag tag,
-                  std::int64_t len, Fill fill);
+  void fill_pairs(Cache<T>& c, std::int64_t first, std::int64_t count, Fill fill);
+  template <typename T, typename Fill>
+  const T* cached(Caches<T>& caches, const Param& p, std::int64_t pair, NoiseTag tag, std::int64_t len, Fill fill);
   template <typename T, typename StreamFill>
   auto filler(const Param& p, NoiseTag tag, std::int64_t len, StreamFill stream_fill) const;
-  template <typename T, typename One>
-  void range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
-             bool from_table, One one, const T** out);
+  template <typename T, typename One, typename Fill>
+  void range(Caches<T>& caches, bool from_table, const Param& p, NoiseTag tag, std::int64_t len,
+             std::int64_t pair_first, std::int64_t count, const T** out, bool present, One one, Fill fill);
   void check_pair(std::int64_t pair) const;
 
   const Noiser* noiser_;
@@ -109,9 +158,9 @@ class PopulationView {
   std::uint64_t noise_epoch_;
   double sigma_;
   std::int64_t begin_, end_, pair_begin_, pair_end_;
-  std::map<Key, Values<float>> normals_;
-  std::map<Key, Values<std::uint32_t>> bits_;
-  std::map<Key, Values<std::int8_t>> int8s_;
+  Caches<float> normals_;
+  Caches<std::uint32_t> bits_;
+  Caches<std::int8_t> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
   std::map<std::uint64_t, std::shared_ptr<const QPacked>> qpacked_;
   mutable std::recursive_mutex mutex_;
@@ -207,9 +256,10 @@ class Noiser {
 
   // Global-norm clip to apply to the gradient (0 = none).
   virtual double clip_norm(double configured) const { return configured; }
-  // Generates the noise the view's forward passes will read (every pair's factors of every
+  // Generates the noise the view's forward passes will read (every pair's noise of every
   // perturbed parameter), in parallel over pairs; call it outside parallel regions, before the
-  // forward, so that threads do not wait on one thread filling the cache.
+  // forward, so that threads do not wait on one thread filling the cache. Float factors are left
+  // to the forward, which generates them a block of rows at a time (Noiser::matmul).
   virtual void prefetch(PopulationView& view, const ParamStore& params) const;
   // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
   virtual std::int64_t bytes_per_pair(const ParamStore& params) const;
@@ -217,8 +267,9 @@ class Noiser {
  protected:
   // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
   const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
-  // Each member's factor block of the context (one lock for all of them).
-  std::vector<const float*> member_blocks(const ForwardContext& ctx, const Param& p) const;
+  // Each member's factor block of the context (one lock for all of them); with present = false,
+  // where the values will be (PopulationView::normals_range).
+  std::vector<const float*> member_blocks(const ForwardContext& ctx, const Param& p, bool present = true) const;
   std::vector<const std::int8_t*> qmember_blocks(const ForwardContext& ctx, const Param& p) const;
   // matmul_shared for noisers without a low-rank forward: x repeated per member, then matmul.
   void matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
@@ -239,6 +290,11 @@ class Noiser {
   int sigma_shift_;
   std::shared_ptr<NoiseTable> table_;
   std::shared_ptr<Int8NoiseTable> int8_table_;
+  std::shared_ptr<SpareNoiseBuffers> spares_ = std::make_shared<SpareNoiseBuffers>();
+
+ public:
+  // Where views keep their caches' memory between epochs (views point to their noiser anyway).
+  SpareNoiseBuffers& spare_buffers() const { return *spares_; }
 };
 
 std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed);

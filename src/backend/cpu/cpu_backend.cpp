@@ -75,6 +75,7 @@ class CpuBackend final : public Backend {
     // Fused at the AVX-512 level (the same bits as the two kernels in sequence).
     if (float_avx512() && std::string(cpu_sgemm::level()) == "avx512")
       return cpu_float_avx512::perturbed_matmul(batch, f, x, w, y);
+    f.ready(0, batch.n_members);
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);
   }

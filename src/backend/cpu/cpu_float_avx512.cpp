@@ -237,6 +237,9 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
   const std::function<void(std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
       [&](std::int64_t first, std::int64_t last, cpu::LineQueue* next) {
+    // This block's factors generated where they are not yet (LowRankFactors::ready): now, by the
+    // thread that reads them next, so they are in its cache.
+    f.ready(first / rows_per_member, (last - 1) / rows_per_member - first / rows_per_member + 1);
     // The factor blocks of the next block of rows, queued for the driver to bring into L2 during
     // this block's tiles, when they fit in a quarter of it: several rows per member (a few
     // members, for the transposes), or small blocks. (From the factors, not row_a: those rows may
