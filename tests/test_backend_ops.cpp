@@ -203,7 +203,9 @@ void add_lowrank_update_cases(std::vector<OpCase>& cases) {
               S{20, 600, 2, 130}, S{5, 300, 4, 70},
               // A short wide matrix (the medium model's second layer): two threads split the
               // columns, and the rows lie in tiles of unequal height.
-              S{64, 512, 4, 70}}) {
+              S{64, 512, 4, 70},
+              // Both sides above 64: the 12 x 32 tiles (6 x 64 where a side is at most 64).
+              S{96, 130, 2, 40}, S{200, 80, 4, 20}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.m * 131 + s.n * 17 + s.r * 5 + s.terms);
     auto out0 = values(s.m * s.n, seed);
     auto f = std::make_shared<Factors>(s.terms, s.m, s.n, s.r, seed, -1, false);
