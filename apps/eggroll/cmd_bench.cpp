@@ -83,8 +83,7 @@ class ForwardRunner {
   }
 
   void perturbed(const Noiser& noiser, std::int64_t members, std::int64_t epoch) {
-    PopulationView view(noiser, epoch, 0.01, 0, members);
-    noiser.prefetch(view, model_.params());
+    PopulationView view(noiser, epoch, 0.01, 0, members);  // as Strategy::ask makes it
     over_member_chunks(members, chunk_, [&](std::int64_t first, std::int64_t count, int t) {
       ForwardContext ctx{backend_, &view, c_.rows_per_member, first, count};
       model_.forward(ctx, input(count, t));
@@ -301,10 +300,12 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
         {[&] { run.inference(c.population); },
          [&] {
            auto view = strategy->ask();
-           if (update_only)
+           if (update_only) {
+             strategy->noiser().prefetch(*view, model->params());  // the noise a forward would have made
              update_s.push_back(seconds_of([&] { strategy->tell(scores, view.get()); }));
-           else
+           } else {
              strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
+           }
          }},
         reps);
     double second = t[1];

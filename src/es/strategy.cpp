@@ -84,9 +84,8 @@ double Strategy::sigma() const { return sigma_schedule_.at(epoch_); }
 double Strategy::lr() const { return lr_schedule_.at(epoch_); }
 
 std::unique_ptr<PopulationView> Strategy::ask(std::int64_t begin, std::int64_t end) const {
-  auto view = std::make_unique<PopulationView>(*noiser_, epoch_, sigma(), begin, end < 0 ? es_.population : end);
-  noiser_->prefetch(*view, *params_);
-  return view;
+  // no noise generated here: the forward generates what it reads (Noiser::prefetch)
+  return std::make_unique<PopulationView>(*noiser_, epoch_, sigma(), begin, end < 0 ? es_.population : end);
 }
 
 std::int64_t Strategy::chunk_members() const {

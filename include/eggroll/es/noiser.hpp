@@ -256,10 +256,10 @@ class Noiser {
 
   // Global-norm clip to apply to the gradient (0 = none).
   virtual double clip_norm(double configured) const { return configured; }
-  // Generates the noise the view's forward passes will read (every pair's noise of every
-  // perturbed parameter), in parallel over pairs; call it outside parallel regions, before the
-  // forward, so that threads do not wait on one thread filling the cache. Float factors are left
-  // to the forward, which generates them a block of rows at a time (Noiser::matmul).
+  // Generates every pair's noise of every perturbed parameter now, in parallel over pairs (call
+  // it outside parallel regions). Not needed before a forward: the forward generates what it
+  // reads, float factors a block of rows at a time inside the fused kernel (Noiser::matmul), the
+  // rest by the ranges its threads ask for; for timing an update without its noise, say.
   virtual void prefetch(PopulationView& view, const ParamStore& params) const;
   // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
   virtual std::int64_t bytes_per_pair(const ParamStore& params) const;
