@@ -1,6 +1,7 @@
 // Where the time of an EGGROLL forward goes, per row, on one thread (or --threads N): plain inference of the
-// float MLP, filling the view's noise (the factors of every pair, generated or copied from the
-// table), and the perturbed forward with that noise already in the view.
+// float MLP, generating the view's noise alone (every pair's factors, in one pass; nothing with the
+// table, read in place), the perturbed forward with that noise already in the view, and the whole:
+// a fresh view's forward, which generates each block of rows' factors just before it reads them.
 //   forward_breakdown [--models medium,large] [--ranks 1,4] [--noise generator,table]
 //                     [--members 2048] [--rows 1] [--reps 40] [--threads 1] [--chunk 0]
 // --chunk C: each forward in calls of C members (as `eggroll bench` and training do, a thread's
@@ -118,9 +119,8 @@ int main(int argc, char** argv) {
         PopulationView cached(*noiser, 0, 0.01, 0, members);
         noiser->prefetch(cached, model.params());
         const double fwd = best_seconds(reps, [&] { forward(&cached); });
-        const double whole = best_seconds(reps, [&] {
+        const double whole = best_seconds(reps, [&] {  // a fresh view, as an epoch's: the forward generates
           PopulationView view(*noiser, epoch++, 0.01, 0, members);
-          noiser->prefetch(view, model.params());
           forward(&view);
         });
         const double per_row = 1e9 / static_cast<double>(members * rows_per_member);
