@@ -204,7 +204,7 @@ void add_lowrank_update_cases(std::vector<OpCase>& cases) {
               // A short wide matrix (the medium model's second layer): two threads split the
               // columns, and the rows lie in tiles of unequal height.
               S{64, 512, 4, 70},
-              // Both sides above 64: the 12 x 32 tiles (6 x 64 where a side is at most 64).
+              // Both sides above 64: several column tiles and row tiles on each thread.
               S{96, 130, 2, 40}, S{200, 80, 4, 20}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.m * 131 + s.n * 17 + s.r * 5 + s.terms);
     auto out0 = values(s.m * s.n, seed);

@@ -405,6 +405,16 @@ TEST(PopulationViewCache, RangesFilledByThreadsInAnyOrderHoldTheStreams) {
   }
 }
 
+TEST(PopulationViewCache, StreamIndicesOutOfRangeAreRefusedWhenTheViewIsMade) {
+  auto noiser = eggroll_noiser(8, 1, 3);
+  try {
+    PopulationView view(*noiser, std::int64_t{1} << 32, 0.1, 0, 8);
+    FAIL() << "an epoch of 2^32 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch 4294967296"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PopulationViewCache, ALaterViewReusesTheMemoryWithItsOwnValues) {
   auto noiser = eggroll_noiser(64, 4, 11);
   Param p{"w", ParamKind::matrix, Tensor(DType::f32, {16, 8}), param_id("w"), false};

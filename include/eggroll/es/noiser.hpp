@@ -263,6 +263,8 @@ class Noiser {
   virtual void prefetch(PopulationView& view, const ParamStore& params) const;
   // Bytes of noise a view holds per pair for these parameters (sizes the member chunks).
   virtual std::int64_t bytes_per_pair(const ParamStore& params) const;
+  // Where views keep their caches' memory between epochs (views point to their noiser anyway).
+  SpareNoiseBuffers& spare_buffers() const { return *spares_; }
 
  protected:
   // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
@@ -291,10 +293,6 @@ class Noiser {
   std::shared_ptr<NoiseTable> table_;
   std::shared_ptr<Int8NoiseTable> int8_table_;
   std::shared_ptr<SpareNoiseBuffers> spares_ = std::make_shared<SpareNoiseBuffers>();
-
- public:
-  // Where views keep their caches' memory between epochs (views point to their noiser anyway).
-  SpareNoiseBuffers& spare_buffers() const { return *spares_; }
 };
 
 std::unique_ptr<Noiser> make_noiser(const EsConfig& es, std::uint64_t seed);

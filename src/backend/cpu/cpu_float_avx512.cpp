@@ -8,11 +8,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <functional>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "backend/cpu/avx512_columns.hpp"
@@ -321,12 +319,15 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
 
 namespace {
 
+constexpr std::int64_t kTileRows = 12;  // output rows per micro-tile (broadcast values)
+constexpr int kVecs = 2;                 // zmm of panel values per micro-tile
+constexpr std::int64_t kTileCols = 16 * kVecs;  // output columns per micro-tile
 constexpr std::int64_t kDepth = 256;    // (term, rank) products per packed panel
 
-// acc (ROWS x 16 kVecs outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, where
+// acc (ROWS x kTileCols outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, where
 // A[q][i] = a[q][skip + i r] (a[q] points at the first row, column c of the term's broadcast
 // factor (rows, r); skip: the tile's first row's offset from it).
-template <int kVecs, int ROWS>
+template <int ROWS>
 void update_tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
                  std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols) {
   __mmask16 mask[kVecs];
@@ -360,13 +361,10 @@ void update_tile(std::int64_t depth, const float* const* a, std::int64_t skip, s
 
 using TileFn = void (*)(std::int64_t, const float* const*, std::int64_t, std::int64_t, const float*, std::int64_t,
                         float*, std::int64_t, std::int64_t);
-// kTiles<kVecs, kTileRows>[rows] = update_tile<kVecs, rows> for 1 <= rows <= kTileRows.
-template <int kVecs, std::size_t... R>
-constexpr std::array<TileFn, sizeof...(R) + 1> tiles_up_to(std::index_sequence<R...>) {
-  return {{nullptr, &update_tile<kVecs, static_cast<int>(R) + 1>...}};
-}
-template <int kVecs, int kTileRows>
-constexpr auto kTiles = tiles_up_to<kVecs>(std::make_index_sequence<kTileRows>{});
+constexpr TileFn kTiles[kTileRows + 1] = {nullptr,         update_tile<1>, update_tile<2>,  update_tile<3>,
+                                          update_tile<4>,  update_tile<5>, update_tile<6>,  update_tile<7>,
+                                          update_tile<8>,  update_tile<9>, update_tile<10>, update_tile<11>,
+                                          update_tile<12>};
 
 // Rows q = c of a term's part of the panel: wk F[e0 + e][c] for e < width (the block of columns
 // [e0, e0 + width), zeros past len), row stride width; F the term's packed factor (len, r).
@@ -413,12 +411,17 @@ void transpose_block(const float* src, std::int64_t lds, std::int64_t rows, std:
     for (std::int64_t j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
 }
 
-// lowrank_update with micro-tiles of kTileRows rows x kVecs vectors (see there).
-template <int kTileRows, int kVecs>
-void update_in_tiles(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
-                     const float* const* blocks, const double* weight, float* out) {
-  constexpr std::int64_t kTileCols = 16 * kVecs;         // output columns per micro-tile
-  constexpr std::int64_t kBlockTiles = 256 / kTileCols;  // column tiles per panel block (256 KiB at depth 256)
+constexpr std::int64_t kBlockTiles = 256 / kTileCols;  // column tiles per panel block (256 columns: 256 KiB at depth 256)
+
+}  // namespace
+
+void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                    const float* const* blocks, const double* weight, float* out) {
+  if (n_terms == 0 || m == 0 || n == 0) return;
+  // The tiles' vectors run along the shorter side, whose factor is packed (weighted): B's (n, r)
+  // when n <= m, with A's values broadcast; otherwise A's (m, r), with B's values broadcast, and
+  // the sums computed as out^T (n, m), in each thread's own scratch. The packing is a pass over
+  // the packed factor per block of output rows, so the shorter factor costs the least.
   const bool transposed = n > m;
   const std::int64_t rows = transposed ? n : m, cols = transposed ? m : n;
   const std::int64_t packed_at = transposed ? n * r : 0, broadcast_at = transposed ? 0 : n * r;
@@ -501,7 +504,7 @@ void update_in_tiles(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_
             const std::int64_t a0 = tile_row(rt), rows_here = tile_row(rt + 1) - a0;
             for (std::int64_t b0 = e0; b0 < std::min(cols, e0 + width); b0 += kTileCols) {
               queue.pump(fetch_per_tile);
-              kTiles<kVecs, kTileRows>[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
+              kTiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
                                 dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0));
             }
           }
@@ -510,22 +513,6 @@ void update_in_tiles(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_
       if (transposed) transpose_block(dst, ldd, r1 - r0, c1 - c0, out + c0 * n + r0, n);
     }
   }
-}
-
-}  // namespace
-
-void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
-                    const float* const* blocks, const double* weight, float* out) {
-  if (n_terms == 0 || m == 0 || n == 0) return;
-  // The tiles' vectors run along the shorter side, whose factor is packed (weighted): B's (n, r)
-  // when n <= m, with A's values broadcast; otherwise A's (m, r), with B's values broadcast, and
-  // the sums computed as out^T (n, m), in each thread's own scratch. The packing is a pass over
-  // the packed factor per block of output rows, so the shorter factor costs the least.
-  // Tiles of 6 x 64 where the shorter side is at most 64 (the medium model: 88-92 G MAC/s against
-  // 84-87 with 12 x 32), else 12 x 32 (the large model: 97-102 against 89-93; `update_throughput`).
-  // Every output is the same chain of FMAs over q in either shape.
-  if (std::min(m, n) <= 64) return update_in_tiles<6, 4>(m, n, r, n_terms, blocks, weight, out);
-  update_in_tiles<12, 2>(m, n, r, n_terms, blocks, weight, out);
 }
 
 }  // namespace eggroll::cpu_float_avx512
