@@ -1,9 +1,11 @@
-// G multiply-adds per second of the float update (Backend::lowrank_update on the cpu backend) at
-// given matrix shapes and ranks: the estimate's GEMM alone, without shaping, noise or optimizer.
+// G multiply-adds per second of the update's sum over terms on the cpu backend at given matrix
+// shapes and ranks, without shaping, noise or optimizer: float (Backend::lowrank_update) or int8
+// (Backend::qupdate_accumulate with signs +-1, as the integer strategy passes them).
 //   update_throughput [--shapes 512x64,64x512,2048x256,256x2048] [--ranks 1,4] [--terms 2048]
-//                     [--reps 15]
+//                     [--reps 15] [--dtype f32|int8]
 // Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
-// normals laid out as a view lays them out (one block of r (n + m) floats per term). Threads: the
+// normals (int8: random bytes in [-127, 127]) laid out as a view lays them out (one block of
+// r (n + m) values per term). Threads: the
 // OpenMP default (OMP_NUM_THREADS). Each figure is the median of the reps after one warm-up call;
 // the shapes and ranks are run in turn within each rep, so a noisy stretch spreads over all.
 // To compare two builds, run this binary with each library in LD_PRELOAD, alternating.
@@ -29,6 +31,9 @@ struct Case {
   std::vector<const float*> blocks;
   std::vector<double> weight;
   std::vector<float> out;
+  std::vector<std::int8_t> qfactors, signs;
+  std::vector<const std::int8_t*> qblocks;
+  std::vector<std::int64_t> z;
   std::vector<double> seconds;
 };
 
@@ -57,6 +62,7 @@ std::vector<std::string> split(const std::string& s) {
 
 int main(int argc, char** argv) try {
   std::string shapes = "512x64,64x512,2048x256,256x2048", ranks = "1,4";
+  std::string dtype = "f32";
   std::int64_t terms = 2048;
   int reps = 15;
   for (int i = 1; i < argc; i += 2) {
@@ -67,8 +73,12 @@ int main(int argc, char** argv) try {
     else if (a == "--ranks") ranks = v;
     else if (a == "--terms") terms = count_of(v, "--terms");
     else if (a == "--reps") reps = static_cast<int>(count_of(v, "--reps"));
-    else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps)");
+    else if (a == "--dtype") dtype = v;
+    else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps, --dtype)");
   }
+  check(dtype == "f32" || dtype == "int8", "update_throughput: --dtype must be f32 or int8, got '", dtype, "'");
+  const bool int8 = dtype == "int8";
+  std::uniform_int_distribution<int> byte(-127, 127);
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
   std::vector<Case> cases;
@@ -76,20 +86,33 @@ int main(int argc, char** argv) try {
     const auto x = shape.find('x');
     if (x == std::string::npos) throw_error("update_throughput: shape '", shape, "' is not MxN");
     for (const std::string& rank : split(ranks)) {
-      Case c{count_of(shape.substr(0, x), "a shape's m"), count_of(shape.substr(x + 1), "a shape's n"),
-             count_of(rank, "a rank"), {}, {}, {}, {}, {}};
+      Case c;
+      c.m = count_of(shape.substr(0, x), "a shape's m");
+      c.n = count_of(shape.substr(x + 1), "a shape's n");
+      c.r = count_of(rank, "a rank");
       const std::int64_t block = c.r * (c.m + c.n);
-      c.factors.resize(static_cast<std::size_t>(terms * block));
-      for (float& v : c.factors) v = normal(gen);
-      for (std::int64_t k = 0; k < terms; ++k) c.blocks.push_back(c.factors.data() + k * block);
-      for (std::int64_t k = 0; k < terms; ++k) c.weight.push_back(normal(gen));
-      c.out.assign(static_cast<std::size_t>(c.m * c.n), 0.0f);
+      if (int8) {
+        c.qfactors.resize(static_cast<std::size_t>(terms * block));
+        for (std::int8_t& v : c.qfactors) v = static_cast<std::int8_t>(byte(gen));
+        for (std::int64_t k = 0; k < terms; ++k) c.qblocks.push_back(c.qfactors.data() + k * block);
+        for (std::int64_t k = 0; k < terms; ++k) c.signs.push_back(static_cast<std::int8_t>(gen() % 2 ? 1 : -1));
+        c.z.assign(static_cast<std::size_t>(c.m * c.n), 0);
+      } else {
+        c.factors.resize(static_cast<std::size_t>(terms * block));
+        for (float& v : c.factors) v = normal(gen);
+        for (std::int64_t k = 0; k < terms; ++k) c.blocks.push_back(c.factors.data() + k * block);
+        for (std::int64_t k = 0; k < terms; ++k) c.weight.push_back(normal(gen));
+        c.out.assign(static_cast<std::size_t>(c.m * c.n), 0.0f);
+      }
       cases.push_back(std::move(c));
     }
   }
   auto backend = make_backend(BackendKind::cpu);
   const auto run = [&](Case& c) {
-    backend->lowrank_update(c.m, c.n, c.r, terms, c.blocks.data(), c.weight.data(), c.out.data());
+    if (int8)
+      backend->qupdate_accumulate(c.m, c.n, c.r, terms, c.qblocks.data(), c.signs.data(), c.z.data());
+    else
+      backend->lowrank_update(c.m, c.n, c.r, terms, c.blocks.data(), c.weight.data(), c.out.data());
   };
   for (Case& c : cases) run(c);  // warm-up
   for (int rep = 0; rep < reps; ++rep)

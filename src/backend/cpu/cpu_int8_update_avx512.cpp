@@ -274,51 +274,70 @@ void run(const Quads& g, int sign, std::int64_t* z) {
 // pair's four factor bytes of that row, as they lie in its block. The tiles broadcast A from the
 // blocks, and each thread copies B + 128 of a column block into a slice of its own when it starts
 // that column block's tiles (in cache for them), instead of a packing pass writing B and A for
-// every quad to memory and the tiles reading them back. The +128 shares are summed first.
+// every quad to memory and the tiles reading them back. The +128 shares are summed first. Both
+// signs run in one team: the shares first, then each sign's tiles.
 
 struct InPlace {
-  std::int64_t m = 0, n = 0, n_quads = 0, n_passes = 0;  // passes of kPassQuads quads
+  std::int64_t m = 0, n = 0, n_quads = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
+  int sign = 0;
   std::vector<const std::int8_t*> block;   // quad q's factor block: B rows (n, 4), then A rows (m, 4)
   std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_passes): 128 sum of a row's A bytes over a pass
+  std::pair<std::int64_t, std::int64_t> pass_quads_of(std::int64_t pass) const {
+    return {pass * pass_quads, std::min(n_quads, (pass + 1) * pass_quads)};
+  }
 };
 
-InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks,
-                 const std::vector<std::int64_t>& tk) {
+InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks, const std::int8_t* d,
+                 std::int64_t n_pairs, int sign) {
   InPlace g;
   g.m = m;
   g.n = n;
-  g.n_quads = static_cast<std::int64_t>(tk.size()) / 4;
+  g.sign = sign;
+  for (std::int64_t k = 0; k < n_pairs; ++k)
+    if (d[k] == sign && blocks[k] != nullptr) g.block.push_back(blocks[k]);
+  g.n_quads = static_cast<std::int64_t>(g.block.size());
   g.n_passes = (g.n_quads + kPassQuads - 1) / kPassQuads;
-  g.block.resize(static_cast<std::size_t>(g.n_quads));
-  for (std::int64_t q = 0; q < g.n_quads; ++q) g.block[static_cast<std::size_t>(q)] = blocks[tk[4 * q]];
+  g.pass_quads = g.n_passes > 0 ? (g.n_quads + g.n_passes - 1) / g.n_passes : 0;
   g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_passes));
-  const std::int64_t groups = (m + 15) / 16;
-  const __m512i ones = _mm512_set1_epi8(1);
-  // 16 rows at a time: a quad's 16 rows are 64 bytes
-  cpu_parallel::for_each(groups, m * g.n_quads > kParallelMinWork / 4, [&](std::int64_t gr) {
-    const std::int64_t a = 16 * gr;
-    const __mmask16 rows = avx512::first_lanes(m - a);
-    for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
-      __m512i sum = _mm512_setzero_si512();
-      const std::int64_t q1 = std::min(g.n_quads, (pass + 1) * kPassQuads);
-      for (std::int64_t q = pass * kPassQuads; q < q1; ++q) {
-        const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (n + a) * 4;
-        sum = _mm512_dpbusd_epi32(sum, ones, _mm512_maskz_loadu_epi32(rows, a_rows));
-      }
-      alignas(64) std::int32_t lane[16];
-      _mm512_store_si512(lane, sum);
-      for (std::int64_t i = 0; i < std::min<std::int64_t>(16, m - a); ++i)
-        g.rowsum[static_cast<std::size_t>((a + i) * g.n_passes + pass)] = 128 * lane[i];
-    }
-  });
   return g;
 }
 
-// slice (kPassQuads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of this
+// The rowsums of row groups [g0, g1) (16 rows each): quad by quad, each block's A rows of the
+// groups read as the contiguous run they are (sums of a group read quad after quad would jump a
+// block's size at every line, and wait on each), into sums kept in L1.
+void rowsums(InPlace& g, std::int64_t g0, std::int64_t g1) {
+  if (g0 >= g1) return;
+  const __m512i ones = _mm512_set1_epi8(1);
+  const auto sum = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(g1 - g0));
+  const __mmask16 last_rows = avx512::first_lanes(g.m - 16 * (g1 - 1));
+  for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
+    std::fill_n(sum.get(), g1 - g0, _mm512_setzero_si512());
+    const auto [q0, q1] = g.pass_quads_of(pass);
+    for (std::int64_t q = q0; q < q1; ++q) {
+      const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (g.n + 16 * g0) * 4;
+      const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + (g.n + 16 * g0) * 4;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+      for (std::int64_t i = 0; i < g1 - g0 - 1; ++i)
+        sum[i] = _mm512_dpbusd_epi32(sum[i], ones, _mm512_loadu_si512(a_rows + 64 * i));
+      const std::int64_t i = g1 - g0 - 1;
+      sum[i] = _mm512_dpbusd_epi32(sum[i], ones, _mm512_maskz_loadu_epi32(last_rows, a_rows + 64 * i));
+    }
+    for (std::int64_t i = 0; i < g1 - g0; ++i) {
+      alignas(64) std::int32_t lane[16];
+      _mm512_store_si512(lane, sum[i]);
+      const std::int64_t a = 16 * (g0 + i);
+      for (std::int64_t l = 0; l < std::min<std::int64_t>(16, g.m - a); ++l)
+        g.rowsum[static_cast<std::size_t>((a + l) * g.n_passes + pass)] = 128 * lane[l];
+    }
+  }
+}
+
+// slice (pass_quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of this
 // pass, copied from the blocks: one contiguous stream for the tiles of a column block (read in
 // place, the blocks' lines lie a block's size apart and crowd a few cache sets).
 void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice) {
-  const std::int64_t q0 = pass * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
+  const auto [q0, q1] = g.pass_quads_of(pass);
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
   __mmask16 lanes[4];
   for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
@@ -339,8 +358,8 @@ void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8
 // from the quads' blocks.
 template <int RT>
 void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t pass,
-                   int sign, std::int64_t* z) {
-  const std::int64_t q0 = pass * kPassQuads, q1 = std::min(g.n_quads, q0 + kPassQuads);
+                   std::int64_t* z) {
+  const auto [q0, q1] = g.pass_quads_of(pass);
   __m512i c[RT][4];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
@@ -362,31 +381,39 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_passes + pass, g.n_passes, g.n - b0, sign, z + a0 * g.n + b0, g.n);
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_passes + pass, g.n_passes, g.n - b0, g.sign, z + a0 * g.n + b0,
+                    g.n);
 }
 
-// Column blocks split into contiguous shares of (column block, row tile) in that order, as in
-// run above; pass by pass, a thread packs a column block's slice when its share enters it. A
-// thread's tiles are its own in every pass, so the passes need no barrier.
-void run(const InPlace& g, int sign, std::int64_t* z) {
-  using Fn =
-      void (*)(const InPlace&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
+// The signs' sums in one team. Rowsums: row groups split over the threads. Tiles: column blocks
+// split into contiguous shares of (column block, row tile) in that order, as in run above; pass
+// by pass, a thread packs a column block's slice when its share enters it. A thread's tiles are
+// its own in every pass and sign, so only the rowsums need a barrier.
+void run_in_place(std::vector<InPlace>& signs, std::int64_t* z) {
+  using Fn = void (*)(const InPlace&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);
   static const Fn tiles[kRows] = {in_place_tile<1>, in_place_tile<2>, in_place_tile<3>,
                                   in_place_tile<4>, in_place_tile<5>, in_place_tile<6>};
-  const std::int64_t col_blocks = (g.n + kCols - 1) / kCols, row_blocks = (g.m + kRows - 1) / kRows;
-  cpu_parallel::team(g.m * g.n * g.n_quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+  const std::int64_t m = signs[0].m, n = signs[0].n, groups = (m + 15) / 16;
+  const std::int64_t col_blocks = (n + kCols - 1) / kCols, row_blocks = (m + kRows - 1) / kRows;
+  std::int64_t quads = 0;
+  for (const InPlace& g : signs) quads += g.n_quads;
+  cpu_parallel::team(m * n * quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+    const auto [g0, g1] = cpu_parallel::share(groups, t, nt);
+    for (InPlace& g : signs) rowsums(g, g0, g1);
+    cpu_parallel::barrier(nt);
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
     const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4));  // aligned
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
-    for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
-      std::int64_t packed = -1;
-      for (std::int64_t it = first; it < last; ++it) {
-        const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-        if (cb != packed) pack_slice(g, pass, cb * kCols, slice);
-        packed = cb;
-        tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1](g, slice, a0, cb * kCols, pass, sign, z);
+    for (const InPlace& g : signs)
+      for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
+        std::int64_t packed = -1;
+        for (std::int64_t it = first; it < last; ++it) {
+          const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+          if (cb != packed) pack_slice(g, pass, cb * kCols, slice);
+          packed = cb;
+          tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, a0, cb * kCols, pass, z);
+        }
       }
-    }
   });
 }
 
@@ -428,6 +455,15 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
   for (std::int64_t k = 0; k < n_pairs; ++k)
     if (d[k] < -1 || d[k] > 1) return false;
   if (m <= 0 || n <= 0) return true;
+  if (r == 4) {
+    std::vector<InPlace> signs;
+    for (int sign : {1, -1}) {
+      InPlace g = in_place(m, n, blocks, d, n_pairs, sign);
+      if (g.n_quads > 0) signs.push_back(std::move(g));
+    }
+    if (!signs.empty()) run_in_place(signs, z);
+    return true;
+  }
   for (int sign : {1, -1}) {
     std::vector<std::int64_t> tk, tc;  // the terms (pair, column) of this sign, in order
     for (std::int64_t k = 0; k < n_pairs; ++k) {
@@ -437,11 +473,7 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
         tc.push_back(c);
       }
     }
-    if (tk.empty()) continue;
-    if (r == 4)
-      run(in_place(m, n, blocks, tk), sign, z);
-    else
-      run(pack(m, n, r, blocks, tk, tc), sign, z);
+    if (!tk.empty()) run(pack(m, n, r, blocks, tk, tc), sign, z);
   }
   return true;
 }
