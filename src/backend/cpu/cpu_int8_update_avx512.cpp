@@ -271,17 +271,17 @@ void run(const Quads& g, int sign, std::int64_t* z) {
 
 // ---- rank 4: no packing pass ----
 // At rank 4 a quad is one pair's four columns, so its bytes at B row b (and at A row a) are the
-// pair's four factor bytes of that row, as they lie in its block. The tiles broadcast A from the
-// blocks, and each thread copies B + 128 of a column block into a slice of its own when it starts
-// that column block's tiles (in cache for them), instead of a packing pass writing B and A for
-// every quad to memory and the tiles reading them back. The +128 shares are summed first. Both
-// signs run in one team: the shares first, then each sign's tiles.
+// pair's four factor bytes of that row, as they lie in its block. Here A + 128 is the u8 operand,
+// broadcast from the blocks, and B the s8 one: each thread copies B of a column block into a
+// slice of its own when it starts that column block's tiles (in cache for them), instead of a
+// packing pass writing B and A for every quad to memory and the tiles reading them back, and
+// sums the slice's columns as it copies them, for the +128's share (128 sum_t B_t[b]). No pass
+// over A besides the tiles'.
 
 struct InPlace {
   std::int64_t m = 0, n = 0, n_quads = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
   int sign = 0;
-  std::vector<const std::int8_t*> block;   // quad q's factor block: B rows (n, 4), then A rows (m, 4)
-  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_passes): 128 sum of a row's A bytes over a pass
+  std::vector<const std::int8_t*> block;  // quad q's factor block: B rows (n, 4), then A rows (m, 4)
   std::pair<std::int64_t, std::int64_t> pass_quads_of(std::int64_t pass) const {
     return {pass * pass_quads, std::min(n_quads, (pass + 1) * pass_quads)};
   }
@@ -298,67 +298,58 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
   g.n_quads = static_cast<std::int64_t>(g.block.size());
   g.n_passes = (g.n_quads + kPassQuads - 1) / kPassQuads;
   g.pass_quads = g.n_passes > 0 ? (g.n_quads + g.n_passes - 1) / g.n_passes : 0;
-  g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_passes));
   return g;
 }
 
-// The rowsums of row groups [g0, g1) (16 rows each): quad by quad, each block's A rows of the
-// groups read as the contiguous run they are (sums of a group read quad after quad would jump a
-// block's size at every line, and wait on each), into sums kept in L1.
-void rowsums(InPlace& g, std::int64_t g0, std::int64_t g1) {
-  if (g0 >= g1) return;
-  const __m512i ones = _mm512_set1_epi8(1);
-  const auto sum = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(g1 - g0));
-  const __mmask16 last_rows = avx512::first_lanes(g.m - 16 * (g1 - 1));
-  for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
-    std::fill_n(sum.get(), g1 - g0, _mm512_setzero_si512());
-    const auto [q0, q1] = g.pass_quads_of(pass);
-    for (std::int64_t q = q0; q < q1; ++q) {
-      const std::int8_t* a_rows = g.block[static_cast<std::size_t>(q)] + (g.n + 16 * g0) * 4;
-      const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + (g.n + 16 * g0) * 4;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
-      for (std::int64_t i = 0; i < g1 - g0 - 1; ++i)
-        sum[i] = _mm512_dpbusd_epi32(sum[i], ones, _mm512_loadu_si512(a_rows + 64 * i));
-      const std::int64_t i = g1 - g0 - 1;
-      sum[i] = _mm512_dpbusd_epi32(sum[i], ones, _mm512_maskz_loadu_epi32(last_rows, a_rows + 64 * i));
-    }
-    for (std::int64_t i = 0; i < g1 - g0; ++i) {
-      alignas(64) std::int32_t lane[16];
-      _mm512_store_si512(lane, sum[i]);
-      const std::int64_t a = 16 * (g0 + i);
-      for (std::int64_t l = 0; l < std::min<std::int64_t>(16, g.m - a); ++l)
-        g.rowsum[static_cast<std::size_t>((a + l) * g.n_passes + pass)] = 128 * lane[l];
-    }
-  }
-}
-
-// slice (pass_quads, 64, 4) = the B bytes + 128 of columns [b0, b0 + 64) of the quads of this
-// pass, copied from the blocks: one contiguous stream for the tiles of a column block (read in
-// place, the blocks' lines lie a block's size apart and crowd a few cache sets).
-void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice) {
+// slice (pass_quads, 64, 4) = the B bytes of columns [b0, b0 + 64) of the quads of this pass,
+// copied from the blocks: one contiguous stream for the tiles of a column block (read in place,
+// the blocks' lines lie a block's size apart and crowd a few cache sets); colsum[b - b0] = 128 sum
+// over the quads of B_t[b] (zero past n).
+void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice, std::int32_t* colsum) {
   const auto [q0, q1] = g.pass_quads_of(pass);
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
   __mmask16 lanes[4];
   for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + b0 * 4;
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * v), _MM_HINT_T0);
     const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * 4;
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v)
-      _mm512_store_si512(slice + (q - q0) * kCols * 4 + 64 * v,
-                         _mm512_xor_si512(_mm512_maskz_loadu_epi32(lanes[v], src + 64 * v), flip));
+    for (int v = 0; v < 4; ++v) {
+      const __m512i bv = _mm512_maskz_loadu_epi32(lanes[v], src + 64 * v);
+      _mm512_store_si512(slice + (q - q0) * kCols * 4 + 64 * v, bv);
+      sum[v] = _mm512_dpbusd_epi32(sum[v], ones, bv);
+    }
   }
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) _mm512_store_si512(colsum + 16 * v, _mm512_slli_epi32(sum[v], 7));
 }
 
-// quad_tile's sum over the quads of this pass, with B from the column block's slice and A read
-// from the quads' blocks.
+// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - colsum): the end
+// of an in-place tile (stored first, then widened from memory, as add_tile_to_z).
 template <int RT>
-void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0, std::int64_t b0, std::int64_t pass,
-                   std::int64_t* z) {
+inline void add_cols_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* colsum, std::int64_t cols, int sign,
+                               std::int64_t* z, std::int64_t ldz) {
+  alignas(64) std::int32_t part[RT][kCols];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
+  cols = std::min(kCols, cols);
+  for (int i = 0; i < RT; ++i)
+    for (std::int64_t col = 0; col < cols; col += 16)
+      add16_to_z(z + i * ldz + col, cols - col,
+                 _mm512_sub_epi32(_mm512_load_si512(part[i] + col), _mm512_load_si512(colsum + col)), sign);
+}
+
+// quad_tile's sum over the quads of this pass, with B from the column block's slice and A + 128
+// broadcast from the quads' blocks.
+template <int RT>
+void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32_t* colsum, std::int64_t a0,
+                   std::int64_t b0, std::int64_t pass, std::int64_t* z) {
   const auto [q0, q1] = g.pass_quads_of(pass);
   __m512i c[RT][4];
 #pragma GCC unroll 8
@@ -366,6 +357,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
   const std::int64_t a_at = (g.n + a0) * 4;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::int8_t* blk = g.block[static_cast<std::size_t>(q)];
     _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
@@ -376,42 +368,39 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, std::int64_t a0,
     for (int v = 0; v < 4; ++v) w[v] = _mm512_load_si512(bp + 64 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < RT; ++i) {
-      const __m512i cf = _mm512_set1_epi32(load_u32(blk + a_at + 4 * i));
+      const __m512i au = _mm512_xor_si512(_mm512_set1_epi32(load_u32(blk + a_at + 4 * i)), flip);
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
+      for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], au, w[v]);
     }
   }
-  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_passes + pass, g.n_passes, g.n - b0, g.sign, z + a0 * g.n + b0,
-                    g.n);
+  add_cols_tile_to_z<RT>(c, colsum, g.n - b0, g.sign, z + a0 * g.n + b0, g.n);
 }
 
-// The signs' sums in one team. Rowsums: row groups split over the threads. Tiles: column blocks
-// split into contiguous shares of (column block, row tile) in that order, as in run above; pass
-// by pass, a thread packs a column block's slice when its share enters it. A thread's tiles are
-// its own in every pass and sign, so only the rowsums need a barrier.
-void run_in_place(std::vector<InPlace>& signs, std::int64_t* z) {
-  using Fn = void (*)(const InPlace&, const std::uint8_t*, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);
+// The signs' sums in one team, with no barrier: column blocks split into contiguous shares of
+// (column block, row tile) in that order, as in run above; pass by pass, a thread packs a column
+// block's slice when its share enters it. A thread's tiles are its own in every pass and sign.
+void run_in_place(const std::vector<InPlace>& signs, std::int64_t* z) {
+  using Fn = void (*)(const InPlace&, const std::uint8_t*, const std::int32_t*, std::int64_t, std::int64_t,
+                      std::int64_t, std::int64_t*);
   static const Fn tiles[kRows] = {in_place_tile<1>, in_place_tile<2>, in_place_tile<3>,
                                   in_place_tile<4>, in_place_tile<5>, in_place_tile<6>};
-  const std::int64_t m = signs[0].m, n = signs[0].n, groups = (m + 15) / 16;
+  const std::int64_t m = signs[0].m, n = signs[0].n;
   const std::int64_t col_blocks = (n + kCols - 1) / kCols, row_blocks = (m + kRows - 1) / kRows;
   std::int64_t quads = 0;
   for (const InPlace& g : signs) quads += g.n_quads;
   cpu_parallel::team(m * n * quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
-    const auto [g0, g1] = cpu_parallel::share(groups, t, nt);
-    for (InPlace& g : signs) rowsums(g, g0, g1);
-    cpu_parallel::barrier(nt);
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
-    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4));  // aligned
+    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4 + 4));  // aligned
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
+    std::int32_t* colsum = reinterpret_cast<std::int32_t*>(lines.get() + kPassQuads * 4);
     for (const InPlace& g : signs)
       for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
         std::int64_t packed = -1;
         for (std::int64_t it = first; it < last; ++it) {
           const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-          if (cb != packed) pack_slice(g, pass, cb * kCols, slice);
+          if (cb != packed) pack_slice(g, pass, cb * kCols, slice, colsum);
           packed = cb;
-          tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, a0, cb * kCols, pass, z);
+          tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, colsum, a0, cb * kCols, pass, z);
         }
       }
   });
