@@ -6,7 +6,7 @@
 // Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
 // normals (int8: random bytes in [-127, 127]) laid out as a view lays them out (one block of
 // r (n + m) values per term). Threads: the
-// OpenMP default (OMP_NUM_THREADS). Each figure is the median of the reps after one warm-up call;
+// OpenMP default (OMP_NUM_THREADS). Memory is kept as the CLI keeps it (retain_freed_memory). Each figure is the median of the reps after one warm-up call;
 // the shapes and ranks are run in turn within each rep, so a noisy stretch spreads over all.
 // To compare two builds, run this binary with each library in LD_PRELOAD, alternating.
 #include <algorithm>
@@ -20,6 +20,7 @@
 
 #include "eggroll/backend/backend.hpp"
 #include "eggroll/core/error.hpp"
+#include "eggroll/core/system.hpp"
 
 using namespace eggroll;
 
@@ -61,6 +62,7 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  retain_freed_memory();  // as the CLI: freed blocks are reused, not faulted in again at every call
   std::string shapes = "512x64,64x512,2048x256,256x2048", ranks = "1,4";
   std::string dtype = "f32";
   std::int64_t terms = 2048;

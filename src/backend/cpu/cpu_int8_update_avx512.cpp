@@ -45,7 +45,9 @@ using avx512::load_u32;
 
 // One sign's terms, packed: term t = 4 q + e is (pair k, column c).
 struct Quads {
-  std::int64_t m = 0, n = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_chunks = 0;
+  std::int64_t m = 0, n = 0, r = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_chunks = 0;
+  int sign = 0;
+  std::vector<std::int64_t> tk, tc;        // the terms (pair, column) of this sign, in order
   std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 64, n_quads, 64, 4): B_t[b] + 128, zero for a missing term
   // The 4 bytes of quad q at B row b: a column block's slice is contiguous, so a tile streams it
   // (with rows of n_pad * 4 bytes, a multiple of 4 KiB at n = 1024 and more, every quad's line
@@ -68,18 +70,17 @@ bool simple_quad(const std::vector<std::int64_t>& tk, const std::vector<std::int
   return true;
 }
 
-// Whether the terms [t0, t1) are 16 simple quads (t1 = t0 + 64).
-bool simple_quads(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
-                  std::int64_t t0, std::int64_t t1) {
-  if (t1 - t0 != kPackTerms) return false;
-  for (std::int64_t t = t0; t < t1; t += 4)
-    if (!simple_quad(tk, tc, r, t)) return false;
-  return true;
+// How many quads from t0 on, up to t1 (at most 64 terms on), are simple, counting until one is not.
+std::int64_t simple_quads(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
+                          std::int64_t t0, std::int64_t t1) {
+  std::int64_t count = 0;
+  for (std::int64_t t = t0; t + 4 <= t1 && simple_quad(tk, tc, r, t); t += 4) ++count;
+  return count;
 }
 
 // Lane i (i < count <= 16; zero past it) = the simple quad's four bytes at factor row j + i: the
 // terms t .. t + 3 of rows of r bytes each, interleaved from the 4 / r pairs by unpacks.
-__m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
+[[gnu::always_inline]] inline __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
                   std::int64_t t, std::int64_t j, std::int64_t count) {
   const auto row = [&](std::int64_t e) { return blocks[tk[t + e]] + j * r; };
   if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), row(0));
@@ -107,88 +108,96 @@ __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64
   return _mm512_inserti32x4(_mm512_inserti32x4(v, d[2], 2), d[3], 3);
 }
 
-// coef rows [a0, a1) x terms [t0, t0 + 64) of 16 simple quads, 16 rows at a time: each quad's
-// rows a .. a + 16 are one vector (quad_rows), and a 16 x 16 transpose of 32-bit values turns the
-// 16 quads' vectors into the 16 rows' 64 bytes.
-void pack_coef_simple(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
-                      std::int64_t n, std::int64_t width, std::int64_t a0, std::int64_t a1, std::int64_t t0,
-                      std::int8_t* coef) {
-  for (std::int64_t a = a0; a < a1; a += 16) {
-    const std::int64_t count = std::min<std::int64_t>(16, a1 - a);
-    __m512 v[16];
+// coef rows [a0, a1) x terms [t0, t1) (t1 <= t0 + 64) whose first n_simple quads are simple, 16
+// rows at a time: each simple quad's rows a .. a + 16 are one vector (quad_rows), and a 16 x 16
+// transpose of 32-bit values turns the quads' vectors into the 16 rows' bytes (zero past the
+// simple quads; the terms there are written one by one after).
+void pack_coef_block(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk,
+                     const std::vector<std::int64_t>& tc, std::int64_t r, std::int64_t n, std::int64_t width,
+                     std::int64_t a0, std::int64_t a1, std::int64_t t0, std::int64_t t1, std::int64_t n_simple,
+                     std::int8_t* coef) {
+  const std::int64_t n_terms = static_cast<std::int64_t>(tk.size());
+  if (n_simple > 0) {
+    const __mmask64 bytes = byte_mask(t1 - t0);
+    for (std::int64_t a = a0; a < a1; a += 16) {
+      const std::int64_t count = std::min<std::int64_t>(16, a1 - a);
+      __m512 v[16];
 #pragma GCC unroll 16
-    for (int q = 0; q < 16; ++q) v[q] = _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count));
-    avx512::transpose16(v);
-    for (std::int64_t i = 0; i < count; ++i) _mm512_storeu_ps(coef + (a + i) * width + t0, v[i]);
+      for (int q = 0; q < 16; ++q)
+        v[q] = q < n_simple ? _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count)) : _mm512_setzero_ps();
+      avx512::transpose16(v);
+      for (std::int64_t i = 0; i < count; ++i)
+        _mm512_mask_storeu_epi8(coef + (a + i) * width + t0, bytes, _mm512_castps_si512(v[i]));
+    }
+  }
+  for (std::int64_t a = a0; a < a1; ++a) {
+    std::int8_t* out = coef + a * width;
+    for (std::int64_t k = t0 + 4 * n_simple; k < t1; ++k) out[k] = k < n_terms ? blocks[tk[k]][(n + a) * r + tc[k]] : std::int8_t{0};
   }
 }
 
-Quads pack(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
-           const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc) {
+// A sign's terms (pair, column) in order, and room for their packing (pack_quads).
+Quads quads_of(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks, const std::int8_t* d,
+               std::int64_t n_pairs, int sign) {
   Quads g;
+  g.sign = sign;
+  for (std::int64_t k = 0; k < n_pairs; ++k) {
+    if (d[k] != sign || blocks[k] == nullptr) continue;
+    for (std::int64_t c = 0; c < r; ++c) {
+      g.tk.push_back(k);
+      g.tc.push_back(c);
+    }
+  }
   g.m = m;
   g.n = n;
+  g.r = r;
   g.n_pad = (n + kCols - 1) / kCols * kCols;
-  g.n_terms = static_cast<std::int64_t>(tk.size());
+  g.n_terms = static_cast<std::int64_t>(g.tk.size());
   g.n_quads = (g.n_terms + 3) / 4;
   g.n_chunks = (g.n_quads + kChunkQuads - 1) / kChunkQuads;
   g.bq = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(g.n_quads * g.n_pad * 4));
   g.coef = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m * 4 * g.n_quads));
   g.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * g.n_chunks));
-  const std::int64_t width = 4 * g.n_quads, row_blocks = (m + kPackRows - 1) / kPackRows;
-  const std::int64_t term_blocks = (width + kPackTerms - 1) / kPackTerms;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-#pragma omp parallel if (m * n * g.n_terms > kParallelMinWork)
-  {
-#pragma omp for schedule(static)
-    for (std::int64_t q = 0; q < g.n_quads; ++q) {
-      if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
-        for (std::int64_t b = 0; b < g.n_pad; b += 16)
-          _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
-        continue;
-      }
-      for (std::int64_t b = 0; b < g.n_pad; b += kCols) std::fill_n(g.quad_at(q, b), kCols * 4, std::uint8_t{0});
-      for (std::int64_t e = 0; e < 4 && 4 * q + e < g.n_terms; ++e) {
-        const std::int8_t* col = blocks[tk[4 * q + e]] + tc[4 * q + e];
-        for (std::int64_t b = 0; b < n; ++b) g.quad_at(q, b)[e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
-      }
-    }
-    // coef in blocks of rows x terms, row by row: the block's factor rows stay in L1 and each row
-    // is written 64 contiguous bytes at a time (pack_coef in cpu_int8_update.cpp).
-#pragma omp for collapse(2) schedule(static)
-    for (std::int64_t rb = 0; rb < row_blocks; ++rb)
-      for (std::int64_t tb = 0; tb < term_blocks; ++tb) {
-        const std::int64_t a0 = rb * kPackRows, a1 = std::min(m, a0 + kPackRows);
-        const std::int64_t t0 = tb * kPackTerms, t1 = std::min(width, t0 + kPackTerms);
-        if (simple_quads(tk, tc, r, t0, t1)) {
-          pack_coef_simple(blocks, tk, r, n, width, a0, a1, t0, g.coef.get());
-          continue;
-        }
-        for (std::int64_t a = a0; a < a1; ++a) {
-          std::int8_t* out = g.coef.get() + a * width;
-          for (std::int64_t t = t0; t < t1;) {
-            if (r == 4 && simple_quad(tk, tc, r, t)) {  // A_k[a][0 .. 3], four bytes as they lie
-              std::memcpy(out + t, blocks[tk[t]] + (n + a) * 4, 4);
-              t += 4;
-              continue;
-            }
-            out[t] = t < g.n_terms ? blocks[tk[t]][(n + a) * r + tc[t]] : std::int8_t{0};
-            ++t;
-          }
-        }
-      }
-#pragma omp for schedule(static)
-    for (std::int64_t a = 0; a < m; ++a)
-      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
-        const std::int8_t* row = g.coef.get() + a * width;
-        const std::int64_t t1 = std::min(width, 4 * (ch + 1) * kChunkQuads);
-        __m512i sum = _mm512_setzero_si512();  // 64 bytes at a time, as 1 * s8 dot products
-        for (std::int64_t t = 4 * ch * kChunkQuads; t < t1; t += 64)
-          sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(byte_mask(t1 - t), row + t));
-        g.rowsum[static_cast<std::size_t>(a * g.n_chunks + ch)] = 128 * _mm512_reduce_add_epi32(sum);
-      }
-  }
   return g;
+}
+
+// Thread t of nt's part of the packing: bq of its share of the quads, then coef and the rowsums of
+// its share of the rows (16 at a time, so that a short matrix still splits).
+void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std::int64_t nt) {
+  const std::int64_t m = g.m, n = g.n, r = g.r, width = 4 * g.n_quads;
+  const std::vector<std::int64_t>&tk = g.tk, &tc = g.tc;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const auto [qa, qb] = cpu_parallel::share(g.n_quads, t, nt);
+  for (std::int64_t q = qa; q < qb; ++q) {
+    if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
+      for (std::int64_t b = 0; b < g.n_pad; b += 16)
+        _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
+      continue;
+    }
+    for (std::int64_t b = 0; b < g.n_pad; b += kCols) std::fill_n(g.quad_at(q, b), kCols * 4, std::uint8_t{0});
+    for (std::int64_t e = 0; e < 4 && 4 * q + e < g.n_terms; ++e) {
+      const std::int8_t* col = blocks[tk[4 * q + e]] + tc[4 * q + e];
+      for (std::int64_t b = 0; b < n; ++b) g.quad_at(q, b)[e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
+    }
+  }
+  // coef in blocks of rows x terms, row by row: the block's factor rows stay in L1 and each row
+  // is written 64 contiguous bytes at a time (pack_coef in cpu_int8_update.cpp).
+  const auto [ga, gb] = cpu_parallel::share((m + 15) / 16, t, nt);
+  const std::int64_t row_first = 16 * ga, row_last = std::min(m, 16 * gb);
+  for (std::int64_t a0 = row_first; a0 < row_last; a0 += kPackRows)
+    for (std::int64_t t0 = 0; t0 < width; t0 += kPackTerms) {
+      const std::int64_t a1 = std::min(row_last, a0 + kPackRows), t1 = std::min(width, t0 + kPackTerms);
+      pack_coef_block(blocks, tk, tc, r, n, width, a0, a1, t0, t1, simple_quads(tk, tc, r, t0, t1), g.coef.get());
+    }
+  for (std::int64_t a = row_first; a < row_last; ++a)
+    for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
+      const std::int8_t* row = g.coef.get() + a * width;
+      const std::int64_t t1 = std::min(width, 4 * (ch + 1) * kChunkQuads);
+      __m512i sum = _mm512_setzero_si512();  // 64 bytes at a time, as 1 * s8 dot products
+      for (std::int64_t k = 4 * ch * kChunkQuads; k < t1; k += 64)
+        sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(byte_mask(t1 - k), row + k));
+      g.rowsum[static_cast<std::size_t>(a * g.n_chunks + ch)] = 128 * _mm512_reduce_add_epi32(sum);
+    }
 }
 
 // z[0 .. min(count, 8)) += sign * the int32 of p32, widened to int64 (nothing past count).
@@ -255,18 +264,30 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
   add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, g.n - b0, sign, z + a0 * g.n + b0, g.n);
 }
 
-void run(const Quads& g, int sign, std::int64_t* z) {
+// The signs' sums in one team, sign after sign (a sign's packing still in cache for its tiles):
+// each thread packs its share of the sign's quads and rows, then after a barrier runs its
+// contiguous share of (column block, row tile), in that order (a thread's consecutive tiles
+// reread one cached slice of bq): the same tiles of z in every sign, so the next sign's packing
+// needs no barrier before it.
+void run(std::vector<Quads>& signs, const std::int8_t* const* blocks, std::int64_t* z) {
   using Fn = void (*)(const Quads&, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
   static const Fn tiles[kRows] = {quad_tile<1>, quad_tile<2>, quad_tile<3>, quad_tile<4>, quad_tile<5>, quad_tile<6>};
-  // column blocks outermost, so a thread's consecutive tiles reread one cached slice of bq
-  const std::int64_t col_blocks = g.n_pad / kCols, row_blocks = (g.m + kRows - 1) / kRows;
-#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.n_quads * 4 > kParallelMinWork)
-  for (std::int64_t cb = 0; cb < col_blocks; ++cb)
-    for (std::int64_t rb = 0; rb < row_blocks; ++rb) {
-      const std::int64_t a0 = rb * kRows;
-      const Fn tile = tiles[std::min<std::int64_t>(kRows, g.m - a0) - 1];
-      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, a0, cb * kCols, ch, sign, z);
+  const std::int64_t m = signs[0].m, n = signs[0].n;
+  const std::int64_t col_blocks = signs[0].n_pad / kCols, row_blocks = (m + kRows - 1) / kRows;
+  std::int64_t terms = 0;
+  for (const Quads& g : signs) terms += g.n_terms;
+  cpu_parallel::team(m * n * terms > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+    const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
+    for (Quads& g : signs) {
+      pack_quads(g, blocks, t, nt);
+      cpu_parallel::barrier(nt);
+      for (std::int64_t it = first; it < last; ++it) {
+        const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+        const Fn tile = tiles[std::min<std::int64_t>(kRows, m - a0) - 1];
+        for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, a0, cb * kCols, ch, g.sign, z);
+      }
     }
+  });
 }
 
 // ---- rank 4: no packing pass ----
@@ -453,17 +474,12 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
     if (!signs.empty()) run_in_place(signs, z);
     return true;
   }
+  std::vector<Quads> signs;
   for (int sign : {1, -1}) {
-    std::vector<std::int64_t> tk, tc;  // the terms (pair, column) of this sign, in order
-    for (std::int64_t k = 0; k < n_pairs; ++k) {
-      if (d[k] != sign || blocks[k] == nullptr) continue;
-      for (std::int64_t c = 0; c < r; ++c) {
-        tk.push_back(k);
-        tc.push_back(c);
-      }
-    }
-    if (!tk.empty()) run(pack(m, n, r, blocks, tk, tc), sign, z);
+    Quads g = quads_of(m, n, r, blocks, d, n_pairs, sign);
+    if (g.n_terms > 0) signs.push_back(std::move(g));
   }
+  if (!signs.empty()) run(signs, blocks, z);
   return true;
 }
 
