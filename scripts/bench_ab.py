@@ -82,8 +82,8 @@ def main():
             a, b = seconds["a"].get(k), seconds["b"].get(k)
             if a and b:
                 label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
-                print(f"| {label} | {', '.join(f'{x:.4f}' for x in sorted(a))} | "
-                      f"{', '.join(f'{x:.4f}' for x in sorted(b))} |")
+                print(f"| {label} | {', '.join(f'{x:.4g}' for x in sorted(a))} | "
+                      f"{', '.join(f'{x:.4g}' for x in sorted(b))} |")
 
 
 if __name__ == "__main__":

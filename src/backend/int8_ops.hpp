@@ -110,7 +110,15 @@ struct MemberFactors {
   const std::int8_t* a = nullptr;
   int sign = 0;
 };
-MemberFactors member_factors(const QFactors& f, std::int64_t member);
+// Inline: the kernels ask for it per row.
+inline MemberFactors member_factors(const QFactors& f, std::int64_t member) {
+  MemberFactors mf;
+  if (f.blocks == nullptr || f.sign == nullptr || f.sign[member] == 0 || f.blocks[member] == nullptr) return mf;
+  mf.b = f.blocks[member];
+  mf.a = mf.b + f.n * f.rank;
+  mf.sign = f.sign[member] > 0 ? 1 : -1;
+  return mf;
+}
 
 // corr[a] = s floor(((x B) . A[a]) / 2^shift) for one row x (n), a = 0 .. m-1; scratch holds r values.
 void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shift, const MemberFactors& mf,

@@ -49,15 +49,6 @@ std::vector<std::string> levels() { return choice().levels(); }
 
 namespace detail {
 
-MemberFactors member_factors(const QFactors& f, std::int64_t member) {
-  MemberFactors mf;
-  if (f.blocks == nullptr || f.sign == nullptr || f.sign[member] == 0 || f.blocks[member] == nullptr) return mf;
-  mf.b = f.blocks[member];
-  mf.a = mf.b + f.n * f.rank;
-  mf.sign = f.sign[member] > 0 ? 1 : -1;
-  return mf;
-}
-
 void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shift, const MemberFactors& mf,
                         const std::int8_t* x, std::int64_t* xb, std::int64_t* corr) {
   for (std::int64_t c = 0; c < r; ++c) xb[c] = 0;
