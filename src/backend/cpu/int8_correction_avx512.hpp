@@ -62,19 +62,18 @@ class ByteWriter {
 };
 
 // The rows of a block whose epilogue runs in the tile's registers, at rank 1: each row's member's
-// A and x . B, or a null A when the row is unperturbed. correction: s floor(xb A[a] / 2^S) without
-// the sign for outputs av .. av + 15 (count of them present), exact in int32 when |xb| < 2^23
-// (as row_rank1_int32).
+// A widened to int32 (zero past m, a multiple of 16 values) and x . B, or a null A when the row is
+// unperturbed. correction: s floor(xb A[a] / 2^S) without the sign for outputs av .. av + 15,
+// exact in int32 when |xb| < 2^23 (as row_rank1_int32).
 struct Rank1Rows {
   struct Row {
-    const std::int8_t* a = nullptr;
+    const std::int32_t* a32 = nullptr;
     std::int32_t xb = 0;
     int sign = 0;
   };
   struct Context {};
-  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t count, __m128i shift) {
-    const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(count)), row.a + av);
-    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), _mm512_cvtepi8_epi32(a8)), shift);
+  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
+    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), _mm512_loadu_si512(row.a32 + av)), shift);
   }
 };
 using FusedRow = Rank1Rows::Row;

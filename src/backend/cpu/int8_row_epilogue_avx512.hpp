@@ -53,6 +53,11 @@ class RowEpilogue {
       if (block_mf_[i - i0].sign != 0 && !rank1) return false;
     }
     if (rank1) runs_xb<1>(i0, i1, xu, x_stride);  // several rows per member: x . B by runs
+    const std::int64_t per_block = (g_.m + 15) / 16 * 16;
+    ensure_size(a32_, (i1 - i0) * per_block);
+    std::int64_t used = 0;
+    const std::int8_t* last_a = nullptr;
+    const std::int32_t* last_a32 = nullptr;
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors& mf = block_mf_[i - i0];
       FusedRow& fr = rows[i - i0];
@@ -61,7 +66,15 @@ class RowEpilogue {
       if (g_.batch.rows_per_member == 1) xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, xb_[i - i0]);
       fr.xb = xb_[i - i0][0];
       if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
-      fr.a = mf.a;
+      if (mf.a != last_a) {  // each factor block met has its A widened once
+        last_a = mf.a;
+        std::int32_t* out = a32_.data() + used;
+        used += per_block;
+        for (std::int64_t av = 0; av < g_.m; av += 16)
+          _mm512_storeu_si512(out + av, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av)));
+        last_a32 = out;
+      }
+      fr.a32 = last_a32;
       fr.sign = mf.sign;
     }
     return true;
@@ -376,6 +389,7 @@ class RowEpilogue {
   MemberFactors block_mf_[kRowBlock];
   alignas(16) std::int32_t xb_[kRowBlock][8] = {};
   std::vector<std::int16_t> a16_;
+  std::vector<std::int32_t> a32_;  // the fused rank-1 rows' A as int32
 };
 
 }  // namespace eggroll::cpu_int8::detail
