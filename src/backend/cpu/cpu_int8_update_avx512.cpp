@@ -1,10 +1,12 @@
 // The discrete update's sum (ALGORITHM.md 2.6), z[a][b] += sum_k d_k sum_c A_k[a][c] B_k[b][c],
 // at the AVX-512 VNNI level.
 // - When every d is -1, 0 or 1 (the signs the integer strategy passes): four terms per vpdpbusd
-//   lane, B + 128 as the u8 operand and A as the s8 one (64 multiply-adds per instruction). The
-//   terms of d = +1 and of d = -1 are summed apart, then added to z and subtracted from it, so the
-//   s8 operand is A itself (-A does not fit int8 when A = -128); the +128 comes back out as
-//   128 sum_t A_t[a] per chunk of terms.
+//   lane (64 multiply-adds per instruction), one factor + 128 as the u8 operand and the other as
+//   the s8 one. The terms of d = +1 and of d = -1 are summed apart, then added to z and
+//   subtracted from it, so neither operand is negated (-A does not fit int8 when A = -128); the
+//   +128 comes back out as 128 times the other factor's sum over the terms. Ranks 1 and 2: B + 128
+//   packed, A packed (128 sum_t A_t[a] per row). Rank 4: A + 128 broadcast from the blocks, B
+//   copied per column block (128 sum_t B_t[b] per column, summed as it is copied).
 // - Otherwise: term pairs of int16 (d_k A_k against B_k, packed by cpu_int8_update.cpp), one
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
@@ -217,13 +219,14 @@ inline void add16_to_z(std::int64_t* z, std::int64_t count, __m512i p32, int sig
   if (count > 8) add8_to_z(z + 8, count - 8, _mm512_extracti64x4_epi64(p32, 1), sign);
 }
 
-// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - the row's
-// +128 share, rowsum[i * rowsum_stride]): the end of a quad tile. The accumulators are stored
-// first, then widened from memory: with this epilogue on the registers, GCC 12 keeps a stack
-// copy of every accumulator, stored on each step of the tile's loop (2-3x the time).
+// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - the +128's
+// share): the end of a quad tile. The share is the row's, rowsum[i * rowsum_stride], or, with a
+// null rowsum, the column's, colsum[col]. The accumulators are stored first, then widened from
+// memory: with this epilogue on the registers, GCC 12 keeps a stack copy of every accumulator,
+// stored on each step of the tile's loop (2-3x the time).
 template <int RT>
 inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum, std::int64_t rowsum_stride,
-                          std::int64_t cols, int sign, std::int64_t* z, std::int64_t ldz) {
+                          const std::int32_t* colsum, std::int64_t cols, int sign, std::int64_t* z, std::int64_t ldz) {
   alignas(64) std::int32_t part[RT][kCols];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
@@ -231,9 +234,11 @@ inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum,
     for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
   cols = std::min(kCols, cols);
   for (int i = 0; i < RT; ++i) {
-    const __m512i shift = _mm512_set1_epi32(rowsum[i * rowsum_stride]);
-    for (std::int64_t col = 0; col < cols; col += 16)
-      add16_to_z(z + i * ldz + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), shift), sign);
+    const __m512i row_share = _mm512_set1_epi32(rowsum != nullptr ? rowsum[i * rowsum_stride] : 0);
+    for (std::int64_t col = 0; col < cols; col += 16) {
+      const __m512i share = rowsum != nullptr ? row_share : _mm512_load_si512(colsum + col);
+      add16_to_z(z + i * ldz + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), share), sign);
+    }
   }
 }
 
@@ -261,7 +266,8 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, g.n - b0, sign, z + a0 * g.n + b0, g.n);
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, nullptr, g.n - b0, sign, z + a0 * g.n + b0,
+                    g.n);
 }
 
 // The signs' sums in one team, sign after sign (a sign's packing still in cache for its tiles):
@@ -349,23 +355,6 @@ void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8
   for (int v = 0; v < 4; ++v) _mm512_store_si512(colsum + 16 * v, _mm512_slli_epi32(sum[v], 7));
 }
 
-// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - colsum): the end
-// of an in-place tile (stored first, then widened from memory, as add_tile_to_z).
-template <int RT>
-inline void add_cols_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* colsum, std::int64_t cols, int sign,
-                               std::int64_t* z, std::int64_t ldz) {
-  alignas(64) std::int32_t part[RT][kCols];
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
-  cols = std::min(kCols, cols);
-  for (int i = 0; i < RT; ++i)
-    for (std::int64_t col = 0; col < cols; col += 16)
-      add16_to_z(z + i * ldz + col, cols - col,
-                 _mm512_sub_epi32(_mm512_load_si512(part[i] + col), _mm512_load_si512(colsum + col)), sign);
-}
-
 // quad_tile's sum over the quads of this pass, with B from the column block's slice and A + 128
 // broadcast from the quads' blocks.
 template <int RT>
@@ -394,7 +383,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], au, w[v]);
     }
   }
-  add_cols_tile_to_z<RT>(c, colsum, g.n - b0, g.sign, z + a0 * g.n + b0, g.n);
+  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, g.sign, z + a0 * g.n + b0, g.n);
 }
 
 // The signs' sums in one team, with no barrier: column blocks split into contiguous shares of
