@@ -5,9 +5,10 @@
 //                     [--reps 15] [--dtype f32|int8]
 // Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
 // normals (int8: random bytes in [-127, 127]) laid out as a view lays them out (one block of
-// r (n + m) values per term). Threads: the
-// OpenMP default (OMP_NUM_THREADS). Memory is kept as the CLI keeps it (retain_freed_memory). Each figure is the median of the reps after one warm-up call;
-// the shapes and ranks are run in turn within each rep, so a noisy stretch spreads over all.
+// r (n + m) values per term). Threads: the OpenMP default (OMP_NUM_THREADS). Freed memory is kept
+// as the CLI keeps it (retain_freed_memory). Each figure is the median of the reps after one
+// warm-up call; the shapes and ranks are run in turn within each rep, so a noisy stretch spreads
+// over all.
 // To compare two builds, run this binary with each library in LD_PRELOAD, alternating.
 #include <algorithm>
 #include <chrono>

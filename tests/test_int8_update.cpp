@@ -23,11 +23,12 @@ TEST(Int8Random, UpdateAccumulate) {
   struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; };  // signs: 0 mixed, 1 mostly +, 2 all -
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
-  // its largest (-128 * (127 + 128)). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their
-  // A interleaved and transposed 16 rows at a time) with a partial block of rows after them, and
-  // a partial block of terms. Both signs are summed in one pass over z: also one sign only, and
-  // two chunks of + terms against one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4
-  // with 3100 pairs: the in-place sum's passes of quads over three column blocks.
+  // its largest (-128 * (127 + 128); the u8 operand is A + 128 at rank 4, B + 128 at ranks 1 and
+  // 2). 70 x 37 at ranks 1, 2, 4: whole blocks of 64 terms (their A interleaved and transposed 16
+  // rows at a time) with a partial block of rows after them, and a partial block of terms. Both
+  // signs are summed in one pass over z: also one sign only, and two chunks of + terms against
+  // one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4 with 3100 pairs: the in-place
+  // sum's passes of quads over three column blocks.
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
@@ -43,10 +44,10 @@ TEST(Int8Random, UpdateAccumulate) {
     }
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
-    if (s.pairs >= 70000)  // B = 127, A = -128
+    if (s.pairs >= 70000)  // the u8 operand at 255 against -128: B = 127, A = -128 (rank 4: the reverse)
       for (auto& b : storage) {
-        std::fill(b.begin(), b.begin() + s.r * s.n, std::int8_t{127});
-        std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{-128});
+        std::fill(b.begin(), b.begin() + s.r * s.n, std::int8_t{s.r == 4 ? -128 : 127});
+        std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{s.r == 4 ? 127 : -128});
       }
     std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
     for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;

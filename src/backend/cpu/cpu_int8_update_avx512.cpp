@@ -82,8 +82,8 @@ std::int64_t simple_quads(const std::vector<std::int64_t>& tk, const std::vector
 
 // Lane i (i < count <= 16; zero past it) = the simple quad's four bytes at factor row j + i: the
 // terms t .. t + 3 of rows of r bytes each, interleaved from the 4 / r pairs by unpacks.
-[[gnu::always_inline]] inline __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk, std::int64_t r,
-                  std::int64_t t, std::int64_t j, std::int64_t count) {
+[[gnu::always_inline]] inline __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk,
+                                                std::int64_t r, std::int64_t t, std::int64_t j, std::int64_t count) {
   const auto row = [&](std::int64_t e) { return blocks[tk[t + e]] + j * r; };
   if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), row(0));
   __m128i d[4];
@@ -126,7 +126,8 @@ void pack_coef_block(const std::int8_t* const* blocks, const std::vector<std::in
       __m512 v[16];
 #pragma GCC unroll 16
       for (int q = 0; q < 16; ++q)
-        v[q] = q < n_simple ? _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count)) : _mm512_setzero_ps();
+        v[q] = q < n_simple ? _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count))
+                            : _mm512_setzero_ps();
       avx512::transpose16(v);
       for (std::int64_t i = 0; i < count; ++i)
         _mm512_mask_storeu_epi8(coef + (a + i) * width + t0, bytes, _mm512_castps_si512(v[i]));
@@ -134,7 +135,8 @@ void pack_coef_block(const std::int8_t* const* blocks, const std::vector<std::in
   }
   for (std::int64_t a = a0; a < a1; ++a) {
     std::int8_t* out = coef + a * width;
-    for (std::int64_t k = t0 + 4 * n_simple; k < t1; ++k) out[k] = k < n_terms ? blocks[tk[k]][(n + a) * r + tc[k]] : std::int8_t{0};
+    for (std::int64_t k = t0 + 4 * n_simple; k < t1; ++k)
+      out[k] = k < n_terms ? blocks[tk[k]][(n + a) * r + tc[k]] : std::int8_t{0};
   }
 }
 
@@ -172,8 +174,10 @@ void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std:
   const auto [qa, qb] = cpu_parallel::share(g.n_quads, t, nt);
   for (std::int64_t q = qa; q < qb; ++q) {
     if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
-      for (std::int64_t b = 0; b < g.n_pad; b += 16)
-        _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b))), flip));
+      for (std::int64_t b = 0; b < g.n_pad; b += 16) {
+        const std::int64_t count = std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b));
+        _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, count), flip));
+      }
       continue;
     }
     for (std::int64_t b = 0; b < g.n_pad; b += kCols) std::fill_n(g.quad_at(q, b), kCols * 4, std::uint8_t{0});
@@ -400,7 +404,8 @@ void run_in_place(const std::vector<InPlace>& signs, std::int64_t* z) {
   for (const InPlace& g : signs) quads += g.n_quads;
   cpu_parallel::team(m * n * quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
-    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4 + 4));  // aligned
+    // the slice, then the column sums (64-byte aligned)
+    const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4 + 4));
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
     std::int32_t* colsum = reinterpret_cast<std::int32_t*>(lines.get() + kPassQuads * 4);
     for (const InPlace& g : signs)

@@ -70,8 +70,10 @@ class RowEpilogue {
         last_a = mf.a;
         std::int32_t* out = a32_.data() + used;
         used += per_block;
-        for (std::int64_t av = 0; av < g_.m; av += 16)
-          _mm512_storeu_si512(out + av, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av)));
+        for (std::int64_t av = 0; av < g_.m; av += 16) {
+          const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av);
+          _mm512_storeu_si512(out + av, _mm512_cvtepi8_epi32(a8));
+        }
         last_a32 = out;
       }
       fr.a32 = last_a32;
