@@ -46,8 +46,9 @@ TEST(Int8Random, UpdateAccumulate) {
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
     if (s.pairs >= 70000)  // the u8 operand at 255 against -128: B = 127, A = -128 (rank 4: the reverse)
       for (auto& b : storage) {
-        std::fill(b.begin(), b.begin() + s.r * s.n, std::int8_t{s.r == 4 ? -128 : 127});
-        std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{s.r == 4 ? 127 : -128});
+        const std::int8_t big = 127, small = -128;
+        std::fill(b.begin(), b.begin() + s.r * s.n, s.r == 4 ? small : big);
+        std::fill(b.begin() + s.r * s.n, b.end(), s.r == 4 ? big : small);
       }
     std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
     for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;
