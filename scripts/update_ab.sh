@@ -6,8 +6,17 @@
 # shape and rank it prints the median over the rounds of each side's ms (each round's figure is
 # itself a median of its reps), B / A, and each side's fastest round. Both libraries must share the
 # backend's interface (the binary is this tree's). Threads: 2, as the benchmark protocol.
-set -eu
+set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ $# -lt 2 ] || [ ! -d "$1" ] || ! [ "$2" -ge 1 ] 2>/dev/null; then
+  echo "usage: scripts/update_ab.sh OLD_LIBDIR ROUNDS [update_throughput arguments...]" >&2
+  echo "  (OLD_LIBDIR: a folder holding the old libeggroll.so; ROUNDS >= 1)" >&2
+  exit 2
+fi
+if [ ! -x build/bench/update_throughput ]; then
+  echo "update_ab.sh: build/bench/update_throughput is not built (cmake --build build)" >&2
+  exit 2
+fi
 old=$1
 rounds=$2
 shift 2
