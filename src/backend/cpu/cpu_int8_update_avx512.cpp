@@ -17,10 +17,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <vector>
 
