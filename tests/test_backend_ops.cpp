@@ -496,15 +496,19 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   // Tiles of one member, of two, of many, and with the unperturbed member 2; ranks in and out of
   // the unrolled set; one row tile shared by threads (12 rows, 3 threads) and rows split; a
   // member whose rows straddle two blocks of rows (20 rows per member: rows 80-99 across the
-  // first block's end at 96) and two threads' shares. The last three split a member's rows at 96
-  // so that a row summed alone in the fused call is summed with others in the separate one (the
-  // x . B products of several rows at once must give each row's bits). The last three take one
-  // row per member over several blocks of rows, whose size follows the factor blocks' (whole
-  // tiles, the next block's factors queued; 12-row blocks whose factors do not fit; 108 rows).
+  // first block's end at 96) and two threads' shares. {8, 20}, {21, 5} and {11, 10} split a
+  // member's rows at 96 so that a row summed alone in the fused call is summed with others in the
+  // separate one (the x . B products of several rows at once must give each row's bits).
+  // {100, 1}, {40, 1} and {250, 1} take one row per member over several blocks of rows, whose
+  // size follows the factor blocks' (whole tiles, the next block's factors queued; 12-row blocks
+  // whose factors do not fit; 108 rows). Rank 1 with several rows per member sums x . B four
+  // rows at a time: {6, 16} (a masked tail of k) and {21, 5, .., 1} (four rows and one, and a
+  // member across the block's end).
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
               S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
               S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
-              S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}})
+              S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}, S{6, 16, 64, 200, 1},
+              S{21, 5, 64, 70, 1}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

@@ -26,22 +26,39 @@ inline __mmask16 lanes(std::int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-// sum_k a[k] b[k], k < n: four 16-lane fused chains (lane l of chain q takes k = 64 i + 16 q + l),
-// a masked tail, then the chains and lanes added in a fixed order. The order depends on n alone.
-inline float dot(const float* a, const float* b, std::int64_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+// out[t] = sum_k x_t[k] b[k], k < n, for T rows x_t = x + t ldx: per row four 16-lane fused chains
+// (lane l of chain q takes k = 64 i + 16 q + l), a masked tail, then the chains and lanes added in
+// a fixed order. The order depends on n alone, not on T; b is loaded once for all T rows.
+template <int T>
+inline void dot_rows(const float* x, std::int64_t ldx, const float* b, std::int64_t n, float* out) {
+  __m512 s[T][4];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = _mm512_setzero_ps();
   std::int64_t k = 0;
   for (; k + 64 <= n; k += 64) {
-    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), s0);
-    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(b + k + 16), s1);
-    s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 32), _mm512_loadu_ps(b + k + 32), s2);
-    s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + k + 48), _mm512_loadu_ps(b + k + 48), s3);
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) bv[q] = _mm512_loadu_ps(b + k + 16 * q);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) s[t][q] = _mm512_fmadd_ps(_mm512_loadu_ps(x + t * ldx + k + 16 * q), bv[q], s[t][q]);
   }
   for (; k < n; k += 16) {
     const __mmask16 mk = lanes(n - k);
-    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, a + k), _mm512_maskz_loadu_ps(mk, b + k), s0);
+    const __m512 bv = _mm512_maskz_loadu_ps(mk, b + k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + t * ldx + k), bv, s[t][0]);
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+    out[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[t][0], s[t][1]), _mm512_add_ps(s[t][2], s[t][3])));
+}
+
+inline float dot(const float* a, const float* b, std::int64_t n) {
+  float out;
+  dot_rows<1>(a, n, b, n, &out);
+  return out;
 }
 
 // Lane e = the sum of v[e]'s 16 lanes, added as _mm512_reduce_add_ps adds them (lane i to lane
@@ -97,32 +114,55 @@ inline void dots_rows(const float* x, const float* bt, std::int64_t n, float* ou
   _mm512_mask_storeu_ps(out, lanes(T * R), reduce_add16(chains));
 }
 
-// out[c] = x . B[:, c] for c < r, B (n, r) row-major: the dot above for rank 1; for ranks the
-// shuffles serve (powers of two), one 16-lane chain per c over blocks of 16 k, each block's
-// columns taken by avx512::columns; otherwise a scalar fused chain per c. The order depends on
-// (n, r) alone.
-inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
+// out[t r + c] = x_t . B[:, c] for c < r and T rows x_t = x + t ldx that share B (n, r) row-major:
+// dot_rows for rank 1; for ranks the shuffles serve (powers of two), one 16-lane chain per (t, c)
+// over blocks of 16 k, each block's columns taken by avx512::columns once for the T rows;
+// otherwise a scalar fused chain per (t, c). Each row's order depends on (n, r) alone, not on T.
+template <int T>
+inline void xb_rows_shared(const float* x, std::int64_t ldx, const float* b, std::int64_t n, std::int64_t r,
+                           float* out) {
   if (r == 1) {
-    out[0] = dot(x, b, n);
+    dot_rows<T>(x, ldx, b, n, out);
   } else if (avx512::with_power_of_two_rank(r, [&](auto rank) {
                constexpr int R = decltype(rank)::value;
-               __m512 acc[R], column[R];
-               for (int c = 0; c < R; ++c) acc[c] = _mm512_setzero_ps();
-               for (std::int64_t k = 0; k < n; k += 16) {
-                 const std::int64_t count = std::min<std::int64_t>(16, n - k);
-                 const __m512 xv = _mm512_maskz_loadu_ps(lanes(count), x + k);
-                 avx512::columns<R>(b + k * R, count, column);
-                 for (int c = 0; c < R; ++c) acc[c] = _mm512_fmadd_ps(xv, column[c], acc[c]);
+               if constexpr (T * R > 16) {  // too many chains for the registers: a row at a time
+                 for (int t = 0; t < T; ++t) xb_rows_shared<1>(x + t * ldx, ldx, b, n, r, out + t * r);
+               } else {
+                 const float* const xs = x;  // locals, not captures: the sums stay in registers
+                 const float* const bs = b;
+                 const std::int64_t len = n, stride = ldx;
+                 __m512 acc[T][R], column[R];
+#pragma GCC unroll 16
+                 for (int e = 0; e < T * R; ++e) acc[e / R][e % R] = _mm512_setzero_ps();
+                 for (std::int64_t k = 0; k < len; k += 16) {
+                   const std::int64_t count = std::min<std::int64_t>(16, len - k);
+                   avx512::columns<R>(bs + k * R, count, column);
+#pragma GCC unroll 4
+                   for (int t = 0; t < T; ++t) {
+                     // the next T rows' values, which the caller's next call reads (from memory: the
+                     // previous layer's activations)
+                     _mm_prefetch(reinterpret_cast<const char*>(xs + (T + t) * stride + k), _MM_HINT_T0);
+                     const __m512 xv = _mm512_maskz_loadu_ps(lanes(count), xs + t * stride + k);
+#pragma GCC unroll 16
+                     for (int c = 0; c < R; ++c) acc[t][c] = _mm512_fmadd_ps(xv, column[c], acc[t][c]);
+                   }
+                 }
+#pragma GCC unroll 16
+                 for (int e = 0; e < T * R; ++e) out[e] = _mm512_reduce_add_ps(acc[e / R][e % R]);
                }
-               for (int c = 0; c < R; ++c) out[c] = _mm512_reduce_add_ps(acc[c]);
              })) {
   } else {
-    for (std::int64_t c = 0; c < r; ++c) {
-      float acc = 0.0f;
-      for (std::int64_t k = 0; k < n; ++k) acc = std::fma(x[k], b[k * r + c], acc);
-      out[c] = acc;
-    }
+    for (int t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < r; ++c) {
+        float acc = 0.0f;
+        for (std::int64_t k = 0; k < n; ++k) acc = std::fma(x[t * ldx + k], b[k * r + c], acc);
+        out[t * r + c] = acc;
+      }
   }
+}
+
+inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
+  xb_rows_shared<1>(x, n, b, n, r, out);
 }
 
 // out (r, rows) = in (rows, r)^T: the columns of a rank-r factor as contiguous rows, 16 at a time
@@ -291,10 +331,26 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         }
         for (std::int64_t t = 0; t < run; ++t) row_a[i + t] = at;
         xb_transposed(x + i * n, run, bt.data(), n, r, s);
-      } else {
+      } else if (rows_per_member == 1) {
+        // An antithetic pair's two members (next to each other) share B: both products in one pass.
+        const bool pair = i + 1 < last && row_a[i + 1] != nullptr && f.blocks[j + 1] == f.blocks[j];
+        const std::int64_t next = i + (pair ? 2 : 1);
+        if (next < last && row_a[next] != nullptr)
+          for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(f.blocks[next] + e), _MM_HINT_T0);
+        if (pair)
+          xb_rows_shared<2>(x + i * n, n, f.blocks[j], n, r, s);
+        else
+          xb_row(x + i * n, f.blocks[j], n, r, s);
+        for (std::int64_t t = 0; t < next - i; ++t)
+          for (std::int64_t c = 0; c < r; ++c) s[t * r + c] *= f.coef[j + t];
+        i = next;
+        continue;
+      } else {  // rank 1, several rows per member: four rows at a time share B's loads
         if (i + run < last && row_a[i + run] != nullptr)
           for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(f.blocks[j + 1] + e), _MM_HINT_T0);
-        for (std::int64_t t = 0; t < run; ++t) xb_row(x + (i + t) * n, f.blocks[j], n, r, s + t * r);
+        std::int64_t t = 0;
+        for (; t + 4 <= run; t += 4) xb_rows_shared<4>(x + (i + t) * n, n, f.blocks[j], n, r, s + t * r);
+        for (; t < run; ++t) xb_row(x + (i + t) * n, f.blocks[j], n, r, s + t * r);
       }
       for (std::int64_t c = 0; c < run * r; ++c) s[c] *= f.coef[j];
       i += run;
