@@ -37,13 +37,17 @@ const float* Noiser::factor_block(PopulationView& view, const Param& p, std::int
   return view.normals(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
 }
 
-std::vector<const float*> Noiser::member_blocks(const ForwardContext& ctx, const Param& p, bool present) const {
+std::vector<const float*> Noiser::member_blocks(const ForwardContext& ctx, const Param& p, bool present,
+                                               bool* all_present) const {
   const std::int64_t members = ctx.members();
   std::vector<const float*> blocks(static_cast<std::size_t>(members), nullptr);
+  if (all_present != nullptr) *all_present = true;
   if (members == 0) return blocks;
   const std::int64_t first = pair_of(ctx.member(0)), count = pair_of(ctx.member(members - 1)) - first + 1;
   std::vector<const float*> pairs(static_cast<std::size_t>(count));
-  ctx.view->normals_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), first, count, pairs.data(), present);
+  const bool there =
+      ctx.view->normals_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), first, count, pairs.data(), present);
+  if (all_present != nullptr) *all_present = there;
   for (std::int64_t j = 0; j < members; ++j) blocks[j] = pairs[pair_of(ctx.member(j)) - first];
   return blocks;
 }
@@ -86,15 +90,18 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
   check(ctx.view != nullptr, "Noiser::matmul needs a population view");
   if (!w.perturbed() || !active()) return ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
   // The factors are made present by the backend, for the members it is about to read (ready()):
-  // a fused kernel generates each block of rows' factors just before its tiles, in cache.
-  std::vector<const float*> blocks = member_blocks(ctx, w, false);
+  // a fused kernel generates each block of rows' factors just before its tiles, in cache. No
+  // hook when they are all there (table slices, or a view that has made them already): the
+  // backend may then fetch ahead the blocks it will read.
+  bool present = false;
+  std::vector<const float*> blocks = member_blocks(ctx, w, false, &present);
   std::vector<float> coef = member_coefs(ctx);
   const std::function<void(std::int64_t, std::int64_t)> fill = [&](std::int64_t first, std::int64_t count) {
     const std::int64_t pair_first = pair_of(ctx.member(first));
     ctx.view->fill_normals(w, NoiseTag::factors, rank_ * (m + n), pair_first,
                            pair_of(ctx.member(first + count - 1)) - pair_first + 1);
   };
-  ctx.backend.perturbed_matmul(ctx.batch(), {m, n, rank_, blocks.data(), coef.data(), &fill}, x,
+  ctx.backend.perturbed_matmul(ctx.batch(), {m, n, rank_, blocks.data(), coef.data(), present ? nullptr : &fill}, x,
                                w.value.data<float>(), y);
 }
 

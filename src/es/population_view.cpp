@@ -182,18 +182,18 @@ const std::int8_t* PopulationView::int8s(const Param& p, std::int64_t pair, Nois
 
 // count pairs' blocks from pair_first: table slices pair by pair (one(pair)), or generated
 // values, which lie one pair after another in the cache (made present for the range when
-// `present`, by fill(pair, out)).
+// `present`, by fill(pair, out)). Returns whether every pair of the range is present.
 template <typename T, typename One, typename Fill>
-void PopulationView::range(Caches<T>& caches, bool from_table, const Param& p, NoiseTag tag, std::int64_t len,
+bool PopulationView::range(Caches<T>& caches, bool from_table, const Param& p, NoiseTag tag, std::int64_t len,
                            std::int64_t pair_first, std::int64_t count, const T** out, bool present, One one,
                            Fill fill) {
-  if (count <= 0) return;
+  if (count <= 0) return true;
   check_pair(pair_first);
   check_pair(pair_first + count - 1);
   if (from_table) {  // nothing to generate
     if (out != nullptr)
       for (std::int64_t k = 0; k < count; ++k) out[k] = one(pair_first + k);
-    return;
+    return true;
   }
   Cache<T>* c = nullptr;
   {
@@ -203,11 +203,15 @@ void PopulationView::range(Caches<T>& caches, bool from_table, const Param& p, N
   if (present) fill_pairs(*c, pair_first - pair_begin_, count, fill);
   if (out != nullptr)
     for (std::int64_t k = 0; k < count; ++k) out[k] = c->values.data() + (pair_first - pair_begin_ + k) * len;
+  if (present || c->complete.load(std::memory_order_acquire)) return true;
+  for (std::int64_t k = pair_first - pair_begin_; k < pair_first - pair_begin_ + count; ++k)
+    if (c->state[k].load(std::memory_order_acquire) != kPresent) return false;
+  return true;
 }
 
-void PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
+bool PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
                                    std::int64_t count, const float** out, bool present) {
-  range(normals_, noiser_->table() != nullptr && tag == NoiseTag::factors, p, tag, len, pair_first, count, out,
+  return range(normals_, noiser_->table() != nullptr && tag == NoiseTag::factors, p, tag, len, pair_first, count, out,
         present, [&](std::int64_t pair) { return normals(p, pair, tag, len); },
         filler<float>(p, tag, len, fill_normal));
 }

@@ -95,8 +95,9 @@ class PopulationView {
   // asks for every member's block of every matrix): out[k] = the block of pair pair_first + k.
   // With present = false, generated values are not made present: the pointers are where they
   // will be, and fill_normals makes them present (a forward that generates each block of rows'
-  // factors just before it reads them). Table slices are always present.
-  void normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
+  // factors just before it reads them). Table slices are always present. Returns whether every
+  // pair of the range is present on return.
+  bool normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first, std::int64_t count,
                      const float** out, bool present = true);
   // Generates the values of count pairs from pair_first that are not present yet (others'
   // are left as they are; several threads may fill overlapping ranges at once), in parallel
@@ -149,7 +150,7 @@ class PopulationView {
   template <typename T, typename StreamFill>
   auto filler(const Param& p, NoiseTag tag, std::int64_t len, StreamFill stream_fill) const;
   template <typename T, typename One, typename Fill>
-  void range(Caches<T>& caches, bool from_table, const Param& p, NoiseTag tag, std::int64_t len,
+  bool range(Caches<T>& caches, bool from_table, const Param& p, NoiseTag tag, std::int64_t len,
              std::int64_t pair_first, std::int64_t count, const T** out, bool present, One one, Fill fill);
   void check_pair(std::int64_t pair) const;
 
@@ -270,8 +271,10 @@ class Noiser {
   // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
   const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
   // Each member's factor block of the context (one lock for all of them); with present = false,
-  // where the values will be (PopulationView::normals_range).
-  std::vector<const float*> member_blocks(const ForwardContext& ctx, const Param& p, bool present = true) const;
+  // where the values will be (PopulationView::normals_range), and *all_present (when given) says
+  // whether they are there already.
+  std::vector<const float*> member_blocks(const ForwardContext& ctx, const Param& p, bool present = true,
+                                          bool* all_present = nullptr) const;
   std::vector<const std::int8_t*> qmember_blocks(const ForwardContext& ctx, const Param& p) const;
   // matmul_shared for noisers without a low-rank forward: x repeated per member, then matmul.
   void matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const;

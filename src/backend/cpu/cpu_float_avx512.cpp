@@ -291,8 +291,11 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     const bool whole_blocks = transposed || next_members * block_floats * 4 <= kBlockFetchBytes;
     // otherwise the next block's B parts alone (read by the products below), when they fit in half of L2
     const bool b_parts = !whole_blocks && next_members * n * r * 4 <= 2 * kBlockFetchBytes;
+    // Not where the factors are made on demand (f.fill): the next block's are written by its own
+    // prepare, and fetching their lines before that only held the core on memory (docs/results.md,
+    // nineteenth pass).
     const float* queued = nullptr;
-    const bool queue_next = next != nullptr && (whole_blocks || b_parts);
+    const bool queue_next = next != nullptr && f.fill == nullptr && (whole_blocks || b_parts);
     const std::int64_t next_end = queue_next ? std::min(batch.rows(), 2 * last - first) : last;
     for (std::int64_t i = last; i < next_end; i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
