@@ -405,6 +405,29 @@ TEST(PopulationViewCache, RangesFilledByThreadsInAnyOrderHoldTheStreams) {
   }
 }
 
+// normals_range reports whether its range is present (a forward's kernel fetches factor blocks
+// ahead only then): not before generation, for a part, yes after it; a table's slices always.
+TEST(PopulationViewCache, RangesSayWhetherTheirValuesArePresent) {
+  auto noiser = eggroll_noiser(64, 2, 9);
+  Param p{"w", ParamKind::matrix, Tensor(DType::f32, {9, 5}), param_id("w"), false};
+  const std::int64_t len = 2 * (9 + 5);
+  PopulationView view(*noiser, 0, 0.1, 0, 64);
+  std::vector<const float*> where(32);
+  EXPECT_FALSE(view.normals_range(p, NoiseTag::factors, len, 0, 32, where.data(), false));
+  view.fill_normals(p, NoiseTag::factors, len, 4, 6);
+  EXPECT_TRUE(view.normals_range(p, NoiseTag::factors, len, 4, 6, where.data(), false));
+  EXPECT_FALSE(view.normals_range(p, NoiseTag::factors, len, 3, 6, where.data(), false));
+  EXPECT_TRUE(view.normals_range(p, NoiseTag::factors, len, 0, 32, where.data(), true));  // made present
+  EsConfig es;
+  es.population = 64;
+  es.rank = 2;
+  es.noise_source = "table";
+  es.table_log2_size = 20;
+  auto tabled = make_noiser(es, 9);
+  PopulationView table_view(*tabled, 0, 0.1, 0, 64);
+  EXPECT_TRUE(table_view.normals_range(p, NoiseTag::factors, len, 0, 32, where.data(), false));
+}
+
 TEST(PopulationViewCache, StreamIndicesOutOfRangeAreRefusedWhenTheViewIsMade) {
   auto noiser = eggroll_noiser(8, 1, 3);
   try {
