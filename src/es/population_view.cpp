@@ -211,9 +211,9 @@ bool PopulationView::range(Caches<T>& caches, bool from_table, const Param& p, N
 
 bool PopulationView::normals_range(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,
                                    std::int64_t count, const float** out, bool present) {
-  return range(normals_, noiser_->table() != nullptr && tag == NoiseTag::factors, p, tag, len, pair_first, count, out,
-        present, [&](std::int64_t pair) { return normals(p, pair, tag, len); },
-        filler<float>(p, tag, len, fill_normal));
+  return range(normals_, noiser_->table() != nullptr && tag == NoiseTag::factors, p, tag, len, pair_first, count,
+               out, present, [&](std::int64_t pair) { return normals(p, pair, tag, len); },
+               filler<float>(p, tag, len, fill_normal));
 }
 
 void PopulationView::fill_normals(const Param& p, NoiseTag tag, std::int64_t len, std::int64_t pair_first,

@@ -339,7 +339,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         const bool pair = i + 1 < last && row_a[i + 1] != nullptr && f.blocks[j + 1] == f.blocks[j];
         const std::int64_t next = i + (pair ? 2 : 1);
         if (next < last && row_a[next] != nullptr)
-          for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(f.blocks[next] + e), _MM_HINT_T0);
+          for (std::int64_t e = 0; e < n * r; e += 16)
+            _mm_prefetch(reinterpret_cast<const char*>(f.blocks[next] + e), _MM_HINT_T0);
         if (pair)
           xb_rows_shared<2>(x + i * n, n, f.blocks[j], n, r, s);
         else
