@@ -315,6 +315,10 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
     }
     const float* block_of = nullptr;  // the factor block bt and at hold
+    // the B part of the factor block the next products read, into L1 while this one's are formed
+    const auto fetch_b = [&](const float* block) {
+      for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(block + e), _MM_HINT_T0);
+    };
     for (std::int64_t i = first; i < last;) {
       const std::int64_t j = i / rows_per_member;
       // this member's rows in [first, last)
@@ -338,9 +342,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         // An antithetic pair's two members (next to each other) share B: both products in one pass.
         const bool pair = i + 1 < last && row_a[i + 1] != nullptr && f.blocks[j + 1] == f.blocks[j];
         const std::int64_t next = i + (pair ? 2 : 1);
-        if (next < last && row_a[next] != nullptr)
-          for (std::int64_t e = 0; e < n * r; e += 16)
-            _mm_prefetch(reinterpret_cast<const char*>(f.blocks[next] + e), _MM_HINT_T0);
+        if (next < last && row_a[next] != nullptr) fetch_b(f.blocks[next]);
         if (pair)
           xb_rows_shared<2>(x + i * n, n, f.blocks[j], n, r, s);
         else
@@ -350,8 +352,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         i = next;
         continue;
       } else {  // rank 1, several rows per member: four rows at a time share B's loads
-        if (i + run < last && row_a[i + run] != nullptr)
-          for (std::int64_t e = 0; e < n * r; e += 16) _mm_prefetch(reinterpret_cast<const char*>(f.blocks[j + 1] + e), _MM_HINT_T0);
+        if (i + run < last && row_a[i + run] != nullptr) fetch_b(f.blocks[j + 1]);
         std::int64_t t = 0;
         for (; t + 4 <= run; t += 4) xb_rows_shared<4>(x + (i + t) * n, n, f.blocks[j], n, r, s + t * r);
         for (; t < run; ++t) xb_row(x + (i + t) * n, f.blocks[j], n, r, s + t * r);
