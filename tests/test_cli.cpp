@@ -126,6 +126,7 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
       const double value_bytes = rec["dtype"] == "int8" ? 1.0 : 4.0;
       EXPECT_DOUBLE_EQ(rec["factor_bytes_per_row"].get<double>(), 2.0 * 518.0 * value_bytes / 2.0);
       EXPECT_EQ(rec["table_log2_size"], 20);
+      EXPECT_GT(rec["table_read_gbytes_per_s"].get<double>(), 0.0);
       EXPECT_GT(rec["read_bound"].get<double>(), 0.0);
       EXPECT_LE(rec["read_bound"].get<double>(), 1.0);
     } else {

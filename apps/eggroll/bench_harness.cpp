@@ -171,10 +171,12 @@ std::map<std::string, double>& peak_cache() {
   return cache;
 }
 
-// G bytes per second read from memory by every thread at once, each its own contiguous part of a
-// 256 MiB buffer on huge pages (as the noise tables are), far past the caches: the best of 5
-// passes after the one that touches the pages. 0 where no vector read loop runs.
-double measure_read_bandwidth() {
+// G bytes per second read by every thread at once, each its own contiguous part of a buffer of
+// `bytes` on huge pages (as the noise tables are): the best of 5 samples after the one that
+// touches the pages. A buffer far past the caches (the peak suite's 256 MiB) measures memory; one
+// the size of a noise table measures wherever that table lives. Small buffers are read several
+// times per sample (at least 256 MiB in all). 0 where no vector read loop runs.
+double measure_read_bandwidth(std::int64_t bytes) {
   bool avx2 = false, avx512 = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
@@ -182,7 +184,8 @@ double measure_read_bandwidth() {
   avx512 = __builtin_cpu_supports("avx512f");
 #endif
   if (!avx2) return 0.0;
-  const std::int64_t count = std::int64_t{1} << 26;  // floats
+  const std::int64_t count = std::max<std::int64_t>(bytes / sizeof(float), 64 * omp_get_max_threads());  // floats
+  const std::int64_t passes = std::max<std::int64_t>(1, (std::int64_t{1} << 26) / count);
   HugePageArray<float> buffer = make_huge_page_array<float>(static_cast<std::size_t>(count));
   std::fill_n(buffer.get(), count, 1.0f);
   double best = 0.0;
@@ -193,12 +196,13 @@ double measure_read_bandwidth() {
       {
         const std::int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
         const std::int64_t begin = count * t / n / 64 * 64, end = count * (t + 1) / n / 64 * 64;
-        sum += avx512 ? cpu_peak::read_avx512(buffer.get() + begin, end - begin)
-                      : cpu_peak::read_avx2(buffer.get() + begin, end - begin);
+        for (std::int64_t p = 0; p < (rep == 0 ? 1 : passes); ++p)
+          sum += avx512 ? cpu_peak::read_avx512(buffer.get() + begin, end - begin)
+                        : cpu_peak::read_avx2(buffer.get() + begin, end - begin);
       }
     });
     if (sum == 12345.0f) std::printf(" ");  // keeps the sum alive
-    if (rep > 0) best = std::max(best, static_cast<double>(count) * sizeof(float) / s / 1e9);
+    if (rep > 0) best = std::max(best, static_cast<double>(count * passes) * sizeof(float) / s / 1e9);
   }
   return best;
 }
@@ -228,10 +232,11 @@ nlohmann::json measure_peaks(bool print) {
   return records;
 }
 
-double read_bandwidth() {
-  static double cached = -1.0;
-  if (cached < 0) cached = measure_read_bandwidth();
-  return cached;
+double read_bandwidth(std::int64_t bytes) {
+  static std::map<std::int64_t, double> cache;
+  auto it = cache.find(bytes);
+  if (it == cache.end()) it = cache.emplace(bytes, measure_read_bandwidth(bytes)).first;
+  return it->second;
 }
 
 double peak_gmacs(const std::string& dtype) {

@@ -88,7 +88,8 @@ double peak_gmacs(const std::string& dtype);
 // The peak suite's records: each level's fp32 FMA and int8 dot-product rate on all threads, and
 // the memory read bandwidth.
 nlohmann::json measure_peaks(bool print);
-// G bytes per second that all threads read from memory together, measured once per process.
-double read_bandwidth();
+// G bytes per second that all threads read together from a buffer of `bytes` (default: 256 MiB,
+// far past the caches, i.e. memory), measured once per process and size.
+double read_bandwidth(std::int64_t bytes = std::int64_t{1} << 28);
 
 }  // namespace eggroll::cli::benchlib

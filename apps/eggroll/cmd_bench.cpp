@@ -187,14 +187,18 @@ nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
     rec["eggroll_rows_per_s"] = rows / t[1];
     rec["ratio"] = t[0] / t[1];
     add_rate(rec, c, rows / t[0]);
-    // Table noise: the best ratio if the factors were only read, once, at the machine's read
-    // bandwidth (a pair's r (m + n) values per matrix, shared by its two members' R rows each).
+    // Table noise: the best ratio if the factors were only read, once, at the rate all threads
+    // read a buffer of the table's size (memory for the default table; a cache level for a table
+    // that fits one). A pair's r (m + n) values per matrix are shared by its two members' R rows.
     std::string bound = "-";
     if (c.noise == "table") {
-      const double bytes_per_row = static_cast<double>(c.rank * c.model->sum_mn_plus()) *
-                                   (c.dtype == "int8" ? 1.0 : 4.0) / (2.0 * static_cast<double>(c.rows_per_member));
-      const double read_s = bytes_per_row * rows / (read_bandwidth() * 1e9);
+      const double value_bytes = c.dtype == "int8" ? 1.0 : 4.0;
+      const double bytes_per_row = static_cast<double>(c.rank * c.model->sum_mn_plus()) * value_bytes /
+                                   (2.0 * static_cast<double>(c.rows_per_member));
+      const std::int64_t table_bytes = static_cast<std::int64_t>(value_bytes) << c.table_log2;
+      const double read_s = bytes_per_row * rows / (read_bandwidth(table_bytes) * 1e9);
       rec["factor_bytes_per_row"] = bytes_per_row;
+      rec["table_read_gbytes_per_s"] = read_bandwidth(table_bytes);
       rec["read_bound"] = t[0] / (t[0] + read_s);
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.3f", t[0] / (t[0] + read_s));
