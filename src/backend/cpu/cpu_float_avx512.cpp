@@ -292,8 +292,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // otherwise the next block's B parts alone (read by the products below), when they fit in half of L2
     const bool b_parts = !whole_blocks && next_members * n * r * 4 <= 2 * kBlockFetchBytes;
     // Not where the factors are made on demand (f.fill): the next block's are written by its own
-    // prepare, and fetching their lines before that only held the core on memory (docs/results.md,
-    // nineteenth pass).
+    // prepare, and fetching their lines before that only held the core on memory
+    // (docs/results/cpu_speed/history.md, nineteenth pass).
     const float* queued = nullptr;
     const bool queue_next = next != nullptr && f.fill == nullptr && (whole_blocks || b_parts);
     const std::int64_t next_end = queue_next ? std::min(batch.rows(), 2 * last - first) : last;
@@ -373,7 +373,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   // One row per member: blocks of rows whose factor blocks fit in the fetch budget, so that the
   // next block's are fetched during this block's tiles (the factors, read once, are most of what
   // such a forward reads from memory); one tile's rows where even those do not fit (the large
-  // model at rank 4: still faster than 96 rows, docs/results.md eleventh pass).
+  // model at rank 4: still faster than 96 rows, docs/results/cpu_speed/history.md, eleventh pass).
   if (rows_per_member == 1) e.block_rows = std::max<std::int64_t>(1, kBlockFetchBytes / (block_floats * 4) - 1);
   cpu_sgemm::detail::gemm_nt_lowrank_avx512(batch.rows(), m, n, x, w, e, y);
 }
