@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 using eggroll::testing::run_cli;
 using eggroll::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -167,6 +168,20 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
     EXPECT_THAT(r.output, HasSubstr("error")) << c.args;
   }
   EXPECT_FALSE(fs::exists(dir)) << "a failed start must not create the run folder";
+}
+
+TEST(Cli, JsonOutputIsCheckedBeforeAnyWork) {
+  TempDir tmp;
+  const std::string dir = (tmp.path() / "x").string();
+  const std::string missing = (tmp.path() / "no" / "such" / "s.json").string();
+  auto r = run_cli("train " + kSmall + "--set run.epochs=5 --run-dir " + dir + " --json " + missing);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("does not exist"));
+  EXPECT_FALSE(fs::exists(dir)) << "the run must not start";
+  r = run_cli("bench --suite forward --quick --json " + tmp.path().string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("is a directory"));
+  EXPECT_THAT(r.output, Not(HasSubstr("infer rows/s"))) << "no case may run";
 }
 
 TEST(Cli, ExistingRunsAndCheckpointsAreNeverOverwritten) {

@@ -1,12 +1,37 @@
 // eggroll: train, evaluate and inspect EGGROLL runs from the command line.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <string>
 
 #include "commands.hpp"
 #include "eggroll/core/system.hpp"
 #include "eggroll/core/error.hpp"
+
+namespace {
+
+// --json FILE: "-" (standard output) or a file that can be written, checked before any work so
+// that a long run does not end by failing to save its figures.
+const CLI::Validator kJsonOutput(
+    [](const std::string& path) -> std::string {
+      if (path == "-") return {};
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      const fs::path p(path);
+      if (fs::is_directory(p, ec)) return "'" + path + "' is a directory; expected a file to write the JSON to";
+      const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+      if (!fs::is_directory(dir, ec)) return "the folder '" + dir.string() + "' of '" + path + "' does not exist";
+      if (fs::exists(p, ec) ? access(path.c_str(), W_OK) != 0 : access(dir.c_str(), W_OK) != 0)
+        return "cannot write '" + path + "' (permission denied)";
+      return {};
+    },
+    "FILE");
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace eggroll::cli;
@@ -21,12 +46,14 @@ int main(int argc, char** argv) {
   t->add_option("--set", train_args.overrides, "Override a key: section.key=value (repeatable)")->allow_extra_args(false);
   t->add_option("--run-dir", train_args.run_dir, "Run folder (default runs/<config stem>-<UTC time>)");
   t->add_flag("--resume", train_args.resume, "Continue the run in --run-dir from its newest valid checkpoint");
-  t->add_option("--json", train_args.json, "Write a JSON summary to FILE (- for standard output)");
+  t->add_option("--json", train_args.json, "Write a JSON summary to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   EvalArgs eval_args;
   auto* e = app.add_subcommand("eval", "Evaluate the unperturbed model of a run folder or checkpoint");
   e->add_option("target", eval_args.target, "Run folder or checkpoint file")->required();
-  e->add_option("--json", eval_args.json, "Write the figures as JSON to FILE (- for standard output)");
+  e->add_option("--json", eval_args.json, "Write the figures as JSON to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   SampleArgs sample_args;
   auto* s = app.add_subcommand("sample", "Generate text from a language-model checkpoint");
@@ -36,7 +63,8 @@ int main(int argc, char** argv) {
   s->add_option("--temperature", sample_args.temperature, "Sampling temperature (0 = most likely byte; default 1)")
       ->check(CLI::Range(0.0, 100.0));
   s->add_option("--seed", sample_args.seed, "Seed of the sampling draws");
-  s->add_option("--json", sample_args.json, "Write the text as JSON to FILE (- for standard output)");
+  s->add_option("--json", sample_args.json, "Write the text as JSON to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   std::string plot_dir, plot_out, plot_json;
   bool plot_time = false;
@@ -44,7 +72,8 @@ int main(int argc, char** argv) {
   p->add_option("run_dir", plot_dir, "Run folder")->required();
   p->add_option("--out", plot_out, "PNG file (default RUN_DIR/learning_curve.png)");
   p->add_flag("--time", plot_time, "Wall-clock minutes on the x axis instead of epochs");
-  p->add_option("--json", plot_json, "Write {\"png\": path} to FILE (- for standard output)");
+  p->add_option("--json", plot_json, "Write {\"png\": path} to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   BenchArgs bench_args;
   auto* b = app.add_subcommand("bench", "Speed: EGGROLL vs plain batched inference, and the machine's peak");
@@ -62,11 +91,13 @@ int main(int argc, char** argv) {
   b->add_option("--noise", bench_args.noises, "generator, table")->delimiter(',');
   b->add_option("--table-log2", bench_args.table_log2, "es.table_log2_size of table noise (default 24)")
       ->check(CLI::Range(20, 30));
-  b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)");
+  b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   std::string info_json;
   auto* i = app.add_subcommand("info", "Version, backends, SIMD level, threads, GPUs");
-  i->add_option("--json", info_json, "Write the information as JSON to FILE (- for standard output)");
+  i->add_option("--json", info_json, "Write the information as JSON to FILE (- for standard output)")
+      ->check(kJsonOutput);
 
   CLI11_PARSE(app, argc, argv);
   try {
