@@ -22,11 +22,13 @@ const CLI::Validator kJsonOutput(
       namespace fs = std::filesystem;
       std::error_code ec;
       const fs::path p(path);
-      if (fs::is_directory(p, ec)) return "'" + path + "' is a directory; expected a file to write the JSON to";
+      if (fs::is_directory(p, ec))
+        return "'" + path + "' is a directory; give a file name inside it (or - for standard output)";
       const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-      if (!fs::is_directory(dir, ec)) return "the folder '" + dir.string() + "' of '" + path + "' does not exist";
+      if (!fs::is_directory(dir, ec))
+        return "the folder '" + dir.string() + "' of '" + path + "' does not exist; create it first";
       if (fs::exists(p, ec) ? access(path.c_str(), W_OK) != 0 : access(dir.c_str(), W_OK) != 0)
-        return "cannot write '" + path + "' (permission denied)";
+        return "cannot write '" + path + "' (permission denied); choose a writable path";
       return {};
     },
     "FILE");
