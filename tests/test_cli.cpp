@@ -136,6 +136,25 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
   }
 }
 
+// --simd runs the kernels at a lower level (as run.simd), and every record says which ran.
+TEST(Cli, BenchSimdSetsTheKernelLevels) {
+  TempDir dir;
+  const std::string json = (dir.path() / "forward.json").string();
+  auto r = run_cli("bench --suite forward --simd scalar --dtypes f32 int8 --models small --populations 64 --ranks 2 "
+                   "--rows 1 --noise generator --reps 1 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& rec : records) {
+    EXPECT_EQ(rec["machine"]["int8_level"], "scalar");
+    EXPECT_EQ(rec["machine"]["sgemm_level"], "scalar");
+    EXPECT_EQ(rec["machine"]["noise_level"], "scalar");
+  }
+  r = run_cli("bench --suite forward --simd sse9");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--simd"), std::string::npos) << r.output;
+}
+
 struct BadCase {
   std::string args, message;
 };

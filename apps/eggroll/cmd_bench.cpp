@@ -482,6 +482,7 @@ Sweep default_sweep(const std::string& suite, bool quick) {
 
 int bench(const BenchArgs& args) {
   if (args.threads > 0) omp_set_num_threads(args.threads);
+  make_backend(BackendKind::cpu)->set_simd(args.simd);  // the kernel levels are process-wide
   const nlohmann::json machine = machine_json();
   std::printf("eggroll bench --suite %s%s: cpu %s, simd %s, kernels: int8 %s, fp32 gemm %s, noise %s; %d threads\n",
               args.suite.c_str(), args.quick ? " --quick" : "", machine["cpu_description"].get<std::string>().c_str(),

@@ -44,6 +44,7 @@ struct BenchArgs {
   std::vector<std::string> models, dtypes, noises;
   std::vector<std::int64_t> populations, ranks, rows;
   int table_log2 = 24;            // es.table_log2_size of table noise
+  std::string simd = "auto";      // the kernels' SIMD level, as run.simd
   std::string json;
 };
 int bench(const BenchArgs& args);

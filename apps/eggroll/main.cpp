@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
   b->add_option("--noise", bench_args.noises, "generator, table")->delimiter(',');
   b->add_option("--table-log2", bench_args.table_log2, "es.table_log2_size of table noise (default 24)")
       ->check(CLI::Range(20, 30));
+  b->add_option("--simd", bench_args.simd,
+                "SIMD level of the kernels, as run.simd: auto (default), scalar, avx2, avx512 (up to this machine's)")
+      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "avx512_vnni"}));
   b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)")
       ->check(kJsonOutput);
 
