@@ -24,12 +24,18 @@ namespace eggroll {
 namespace {
 
 // The float kernels with SIMD levels follow the level of the int8 kernels (run.simd): AVX-512
-// where the int8 level is avx512_vnni, the portable loops below otherwise.
+// where the int8 level is avx512_vnni, AVX2 where the fp32 GEMM's level has AVX2, the portable
+// loops below otherwise.
 // Below this many elements an elementwise op runs on the calling thread (starting a team costs
 // more; results never depend on it).
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
 
 bool float_avx512() { return std::string(cpu_int8::level()) == "avx512_vnni"; }
+// The AVX2 float kernels serve below that where the GEMM runs at avx2 or above (AVX2 and FMA).
+bool float_avx2() {
+  const std::string gemm = cpu_sgemm::level();
+  return !float_avx512() && (gemm == "avx2" || gemm == "avx512");
+}
 
 // op(y[row][k], v[member][k]) for every row: contiguous shares of rows, each walked as runs of
 // one member's rows (a division per run, not per row; the inner loops over k vectorise).
@@ -72,9 +78,10 @@ class CpuBackend final : public Backend {
 
   void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w,
                         float* y) override {
-    // Fused at the AVX-512 level (the same bits as the two kernels in sequence).
+    // Fused at the AVX-512 and AVX2 levels (the same bits as the two kernels in sequence).
     if (float_avx512() && std::string(cpu_sgemm::level()) == "avx512")
       return cpu_float_avx512::perturbed_matmul(batch, f, x, w, y);
+    if (float_avx2()) return cpu_float_avx2::perturbed_matmul(batch, f, x, w, y);
     f.ready(0, batch.n_members);
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);
@@ -82,7 +89,7 @@ class CpuBackend final : public Backend {
 
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
                           float* y) override {
-    if (float_avx512()) return correction_avx512(batch, f, x, nullptr, y);
+    if (float_avx512() || float_avx2()) return correction_simd(batch, f, x, nullptr, y);
     const std::int64_t m = f.m, n = f.n, r = f.rank;
     const bool big = batch.rows() * r * (m + n) >= kParallelMinElements;
     cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
@@ -110,8 +117,8 @@ class CpuBackend final : public Backend {
 
   void lowrank_correction_onto(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
                                float* y) override {
-    if (!float_avx512()) return Backend::lowrank_correction_onto(batch, f, x, base, y);
-    correction_avx512(batch, f, x, base, y);
+    if (!float_avx512() && !float_avx2()) return Backend::lowrank_correction_onto(batch, f, x, base, y);
+    correction_simd(batch, f, x, base, y);
   }
 
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
@@ -257,13 +264,14 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // The AVX-512 correction (from base when given), members split over a team when it pays.
-  static void correction_avx512(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
-                                float* y) {
+  // The AVX-512 or AVX2 correction (from base when given), members split over a team when it pays.
+  static void correction_simd(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* base,
+                              float* y) {
+    const auto kernel = float_avx512() ? cpu_float_avx512::lowrank_correction : cpu_float_avx2::lowrank_correction;
     const bool big = batch.rows() * f.rank * (f.m + f.n) >= kParallelMinElements;
     cpu_parallel::team(big, [&](std::int64_t t, std::int64_t nt) {
       const auto [first, last] = cpu_parallel::share(batch.n_members, t, nt);
-      cpu_float_avx512::lowrank_correction(batch, f, x, y, first, last - first, base);
+      kernel(batch, f, x, y, first, last - first, base);
     });
   }
 };

@@ -1,6 +1,6 @@
 // The cpu backend's float kernels that have SIMD levels (the low-rank correction and the update),
-// shared between cpu_backend.cpp and the level files (cpu_float_avx512.cpp). The base GEMM has
-// its own file (cpu_sgemm.hpp).
+// shared between cpu_backend.cpp and the level files (cpu_float_avx512.cpp, cpu_float_avx2.cpp).
+// The base GEMM has its own file (cpu_sgemm.hpp).
 //
 // Determinism: every output element is summed in an order fixed by the shapes and the rows per
 // member (a property of the task's forward), never by the members in a call, the row blocking or
@@ -35,3 +35,13 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
                     const float* const* blocks, const double* weight, float* out);
 
 }  // namespace eggroll::cpu_float_avx512
+
+namespace eggroll::cpu_float_avx2 {
+
+// lowrank_correction and perturbed_matmul as above, at the AVX2 level (AVX2 and FMA; the fused one
+// in the AVX2 GEMM's stores). The update has no AVX2 kernel (the backend's portable loops).
+void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
+                        std::int64_t member_first, std::int64_t count, const float* base = nullptr);
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
+
+}  // namespace eggroll::cpu_float_avx2

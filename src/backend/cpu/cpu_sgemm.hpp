@@ -75,6 +75,9 @@ void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const flo
 void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
                             const LowRankEpilogue& e, float* y);
 void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
+// gemm_nt with the fused correction at the AVX2 level (the caller checks that the CPU has it).
+void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
+                          const LowRankEpilogue& e, float* y);
 
 }  // namespace detail
 }  // namespace eggroll::cpu_sgemm

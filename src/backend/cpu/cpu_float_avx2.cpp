@@ -1,0 +1,189 @@
+// AVX2 float kernels of the cpu backend (compiled with -mavx2 -mfma): the low-rank correction of
+// the forward, separate and fused into the AVX2 GEMM's stores (semantics and determinism:
+// cpu_float.hpp; the level-generic part: cpu_float_lowrank.hpp). The products x . B are 8-lane
+// fused chains added in a fixed order, so their bits differ from the AVX-512 level's by rounding
+// only, and depend on (n, r) alone at this level.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cpu/avx2_columns.hpp"
+#include "backend/cpu/cpu_float.hpp"
+#include "backend/cpu/cpu_float_lowrank.hpp"
+#include "backend/cpu/cpu_sgemm.hpp"
+
+namespace eggroll::cpu_float_avx2 {
+namespace {
+
+using avx2::load_first;
+
+// The sum of v's 8 lanes: lane i with lane i + 4, then + 2, then + 1 (the higher lane second).
+inline float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// out[t] = sum_k x_t[k] b[k], k < n, for T rows x_t = x + t ldx: per row two 8-lane fused chains
+// (lane l of chain q takes k = 16 i + 8 q + l; a masked tail on chain 0), then chain 1 added to
+// chain 0 and the lanes summed (sum8). The order depends on n alone, not on T; b is loaded once
+// per step for all T rows.
+template <int T>
+inline void dot_rows(const float* x, std::int64_t ldx, const float* b, std::int64_t n, float* out) {
+  __m256 s[T][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) s[t][0] = s[t][1] = _mm256_setzero_ps();
+  std::int64_t k = 0;
+  for (; k + 16 <= n; k += 16) {
+    const __m256 b0 = _mm256_loadu_ps(b + k), b1 = _mm256_loadu_ps(b + k + 8);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      s[t][0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k), b0, s[t][0]);
+      s[t][1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + t * ldx + k + 8), b1, s[t][1]);
+    }
+  }
+  for (; k < n; k += 8) {
+    const __m256 bv = load_first(b + k, n - k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t][0] = _mm256_fmadd_ps(load_first(x + t * ldx + k, n - k), bv, s[t][0]);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) out[t] = sum8(_mm256_add_ps(s[t][0], s[t][1]));
+}
+
+// out[t R + c] = x_t . bt_c for T rows x_t = x + t n and c < R (bt = B^T, (R, n)): one 8-lane fused
+// chain per (t, c) over blocks of 8 k (a masked tail), then its lanes summed (sum8). Each row's
+// sums take the same steps whatever T is; T R chains advance together (T R <= 8, so that they,
+// B^T's R values and x stay in the 16 registers).
+template <int R, int T>
+inline void dots_rows(const float* x, const float* bt, std::int64_t n, float* out) {
+  static_assert(T * R <= 8);
+  __m256 acc[T * R];
+#pragma GCC unroll 8
+  for (int e = 0; e < T * R; ++e) acc[e] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < n; k += 8) {
+    __m256 bv[R];
+#pragma GCC unroll 8
+    for (int c = 0; c < R; ++c) bv[c] = load_first(bt + c * n + k, n - k);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = load_first(x + t * n + k, n - k);
+#pragma GCC unroll 8
+      for (int c = 0; c < R; ++c) acc[t * R + c] = _mm256_fmadd_ps(xv, bv[c], acc[t * R + c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int e = 0; e < T * R; ++e) out[e] = sum8(acc[e]);
+}
+
+// out[t r + c] = x_t . B[:, c] for c < r and T rows x_t = x + t ldx that share B (n, r) row-major:
+// dot_rows for rank 1; for ranks 2, 4, 8 one 8-lane chain per (t, c) over blocks of 8 k, each
+// block's columns taken by avx2::columns once for the T rows (a row at a time where T r > 8);
+// otherwise a scalar fused chain per (t, c). Each row's order depends on (n, r) alone, not on T.
+template <int T>
+inline void xb_rows_shared(const float* x, std::int64_t ldx, const float* b, std::int64_t n, std::int64_t r,
+                           float* out) {
+  if (r == 1) {
+    dot_rows<T>(x, ldx, b, n, out);
+  } else if (avx2::with_power_of_two_rank(r, [&](auto rank) {
+               constexpr int R = decltype(rank)::value;
+               if constexpr (T * R > 8) {
+                 for (int t = 0; t < T; ++t) xb_rows_shared<1>(x + t * ldx, ldx, b, n, r, out + t * r);
+               } else {
+                 __m256 acc[T][R], column[R];
+#pragma GCC unroll 8
+                 for (int e = 0; e < T * R; ++e) acc[e / R][e % R] = _mm256_setzero_ps();
+                 for (std::int64_t k = 0; k < n; k += 8) {
+                   const std::int64_t count = std::min<std::int64_t>(8, n - k);
+                   avx2::columns<R>(b + k * R, count, column);
+#pragma GCC unroll 4
+                   for (int t = 0; t < T; ++t) {
+                     const __m256 xv = load_first(x + t * ldx + k, count);
+#pragma GCC unroll 8
+                     for (int c = 0; c < R; ++c) acc[t][c] = _mm256_fmadd_ps(xv, column[c], acc[t][c]);
+                   }
+                 }
+#pragma GCC unroll 8
+                 for (int e = 0; e < T * R; ++e) out[e] = sum8(acc[e / R][e % R]);
+               }
+             })) {
+  } else {
+    for (int t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < r; ++c) {
+        float acc = 0.0f;
+        for (std::int64_t k = 0; k < n; ++k) acc = std::fma(x[t * ldx + k], b[k * r + c], acc);
+        out[t * r + c] = acc;
+      }
+  }
+}
+
+// The AVX2 level of cpu_float_lowrank.hpp.
+struct Avx2 {
+  static void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
+    xb_rows_shared<1>(x, n, b, n, r, out);
+  }
+  template <int T>
+  static void xb_rows_shared(const float* x, std::int64_t ldx, const float* b, std::int64_t n, std::int64_t r,
+                             float* out) {
+    cpu_float_avx2::xb_rows_shared<T>(x, ldx, b, n, r, out);
+  }
+  // out (r, rows) = in (rows, r)^T: 8 rows at a time by shuffles for ranks 2, 4, 8.
+  static void transpose_factor(const float* in, std::int64_t rows, std::int64_t r, float* out) {
+    const bool done = avx2::with_power_of_two_rank(r, [&](auto rank) {
+      constexpr int R = decltype(rank)::value;
+      __m256 column[R];
+      for (std::int64_t e = 0; e < rows; e += 8) {
+        const std::int64_t count = std::min<std::int64_t>(8, rows - e);
+        avx2::columns<R>(in + e * R, count, column);
+        for (int c = 0; c < R; ++c) _mm256_maskstore_ps(out + c * rows + e, avx2::first_lanes(count), column[c]);
+      }
+    });
+    if (done) return;
+    for (std::int64_t e = 0; e < rows; ++e)
+      for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
+  }
+  // dots_rows 8 / r rows at a time for ranks 1, 2, 4, 8; any other rank a row and a column at a
+  // time (the same steps for every row too).
+  static void xb_transposed(const float* x, std::int64_t rows, const float* bt, std::int64_t n, std::int64_t r,
+                            float* out) {
+    const auto by_rows = [&](auto rank) {
+      constexpr int R = decltype(rank)::value, kTogether = 8 / R;
+      std::int64_t t = 0;
+      for (; t + kTogether <= rows; t += kTogether) dots_rows<R, kTogether>(x + t * n, bt, n, out + t * R);
+      for (; t < rows; ++t) dots_rows<R, 1>(x + t * n, bt, n, out + t * R);
+    };
+    if (r == 1) return by_rows(std::integral_constant<int, 1>{});
+    if (avx2::with_power_of_two_rank(r, by_rows)) return;
+    for (std::int64_t t = 0; t < rows; ++t)
+      for (std::int64_t c = 0; c < r; ++c) dots_rows<1, 1>(x + t * n, bt + c * n, n, out + t * r + c);
+  }
+  static void add_rank(const float* from, const float* at, const float* s, std::int64_t m, std::int64_t r, float* y) {
+    for (std::int64_t a = 0; a < m; a += 8) {
+      const __m256i mask = avx2::first_lanes(m - a);
+      __m256 acc = _mm256_maskload_ps(from + a, mask);
+      for (std::int64_t c = 0; c < r; ++c)
+        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + c), _mm256_maskload_ps(at + c * m + a, mask), acc);
+      _mm256_maskstore_ps(y + a, mask, acc);
+    }
+  }
+  static void gemm_lowrank(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
+                           const cpu_sgemm::LowRankEpilogue& e, float* y) {
+    cpu_sgemm::detail::gemm_nt_lowrank_avx2(rows, m, n, x, w, e, y);
+  }
+};
+
+}  // namespace
+
+void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
+                        std::int64_t member_first, std::int64_t count, const float* base) {
+  cpu_float_lowrank::lowrank_correction<Avx2>(batch, f, x, y, member_first, count, base);
+}
+
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y) {
+  cpu_float_lowrank::perturbed_matmul<Avx2>(batch, f, x, w, y);
+}
+
+}  // namespace eggroll::cpu_float_avx2
