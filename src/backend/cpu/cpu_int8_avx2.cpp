@@ -110,7 +110,9 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
 class RowEpilogue {
  public:
   RowEpilogue(const QmmArgs& g, std::int64_t m32)
-      : g_(g), t_(static_cast<std::size_t>(m32)), corr_(static_cast<std::size_t>(m32)),
+      : g_(g), t_(static_cast<std::size_t>(m32)), p_(static_cast<std::size_t>(g.m)),
+        at_(static_cast<std::size_t>(g.f->rank * g.m)), xb32_(static_cast<std::size_t>(g.f->rank)),
+        bt_(static_cast<std::size_t>(g.f->rank * g.n)), corr_(static_cast<std::size_t>(m32)),
         xb_(static_cast<std::size_t>(g.f->rank)) {
     for (int s = 0; s < 31; ++s)
       if (g.div.d == (std::int64_t{1} << s)) shift_ = s;
@@ -118,7 +120,7 @@ class RowEpilogue {
   void row(std::int64_t i, std::int32_t* acc) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
     const std::int32_t* t = acc;
-    if (mf.sign != 0 && !rank1_int32(mf, g_.x + i * g_.n, acc)) {
+    if (mf.sign != 0 && !rank_int32(mf, g_.x + i * g_.n, acc)) {
       lowrank_row_scalar(g_.m, g_.n, g_.f->rank, g_.f->shift, mf, g_.x + i * g_.n, xb_.data(), corr_.data());
       for (std::int64_t a = 0; a < g_.m; ++a)
         t_[a] = static_cast<std::int32_t>(std::clamp<std::int64_t>(acc[a] + corr_[a], INT32_MIN, INT32_MAX));
@@ -128,21 +130,53 @@ class RowEpilogue {
   }
 
  private:
-  // Rank 1 with n <= 65,536 and |x . B| < 2^23: t = acc + s floor(xb A[a] / 2^S) fits int32 (as the
-  // AVX-512 level's int32 path); loops the compiler vectorises. False when the bounds do not hold.
-  bool rank1_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc) {
-    if (g_.f->rank != 1 || g_.n > 65536) return false;
-    std::int32_t xb = 0;  // |xb| <= 2^14 n <= 2^30
-    for (std::int64_t k = 0; k < g_.n; ++k) xb += std::int32_t{x[k]} * mf.b[k];
-    if (xb <= -(1 << 23) || xb >= (1 << 23)) return false;
+  // Any rank, with n <= 65,536 and sum_c |x . B[:, c]| < 2^23: p = (x . B) . A[a] is exact in int32
+  // (|p| < 2^23 127 < 2^30) and so is t = acc + s floor(p / 2^S) (as the AVX-512 level's int32
+  // path). B^T and A^T, widened once per factor block met (a member's rows, or a pair's, share
+  // it), make both products loops over contiguous values that the compiler vectorises. False when
+  // the bounds do not hold (the caller then takes the int64 path).
+  bool rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc) {
+    const std::int64_t r = g_.f->rank, n = g_.n, m = g_.m;
+    if (n > 65536) return false;
     const int shift = g_.f->shift, sign = mf.sign;
-    for (std::int64_t a = 0; a < g_.m; ++a) t_[a] = acc[a] + sign * ((xb * mf.a[a]) >> shift);
+    if (r == 1) {  // B and A are contiguous already: no widened copies, one pass over the outputs
+      std::int32_t xb = 0;
+      for (std::int64_t k = 0; k < n; ++k) xb += std::int32_t{x[k]} * mf.b[k];
+      if (xb <= -(1 << 23) || xb >= (1 << 23)) return false;
+      for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * ((xb * mf.a[e]) >> shift);
+      return true;
+    }
+    if (mf.b != widened_) {
+      widened_ = mf.b;
+      for (std::int64_t c = 0; c < r; ++c) {
+        for (std::int64_t k = 0; k < n; ++k) bt_[c * n + k] = mf.b[k * r + c];
+        for (std::int64_t a = 0; a < m; ++a) at_[c * m + a] = mf.a[a * r + c];
+      }
+    }
+    std::int64_t total = 0;
+    for (std::int64_t c = 0; c < r; ++c) {
+      const std::int16_t* b = bt_.data() + c * n;
+      std::int32_t dot = 0;  // |dot| <= 2^14 n <= 2^30
+      for (std::int64_t k = 0; k < n; ++k) dot += std::int32_t{x[k]} * std::int32_t{b[k]};
+      xb32_[c] = dot;
+      total += dot < 0 ? -std::int64_t{dot} : dot;
+    }
+    if (total >= (1 << 23)) return false;
+    std::fill(p_.begin(), p_.end(), 0);
+    for (std::int64_t c = 0; c < r; ++c) {
+      const std::int32_t xb = xb32_[c];
+      const std::int32_t* a = at_.data() + c * m;
+      for (std::int64_t e = 0; e < m; ++e) p_[e] += xb * a[e];
+    }
+    for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * (p_[e] >> shift);
     return true;
   }
 
   const QmmArgs& g_;
   int shift_ = -1;  // log2 D_n when D_n is a power of two
-  std::vector<std::int32_t> t_;
+  std::vector<std::int32_t> t_, p_, at_, xb32_;
+  std::vector<std::int16_t> bt_;
+  const std::int8_t* widened_ = nullptr;  // the factor block bt_ and at_ hold
   std::vector<std::int64_t> corr_, xb_;
 };
 
