@@ -13,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "eggroll/backend/backend.hpp"
@@ -562,6 +563,29 @@ TEST(BackendOps, LowrankUpdateAccumulatesAndSplitsExactly) {
       EXPECT_EQ(none, out0);
     }
   }
+}
+
+// The update's SIMD levels (cpu_float_update.hpp) sum every element as one FMA chain in the same
+// order, whatever the vector width: the avx2 and avx512 levels give the same bits.
+TEST(BackendOps, LowrankUpdateGivesTheSameBitsAtTheVectorLevels) {
+  auto be = make_backend(BackendKind::cpu);
+  const auto levels = simd_levels(*be);
+  if (std::find(levels.begin(), levels.end(), "avx512") == levels.end()) GTEST_SKIP() << "no avx512 level here";
+  using Shape = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  for (const auto& [m, n, r] : {Shape{70, 33, 4}, Shape{33, 70, 3}, Shape{20, 300, 1}}) {
+    SCOPED_TRACE("m " + std::to_string(m) + " n " + std::to_string(n) + " r " + std::to_string(r));
+    const std::int64_t terms = 37;
+    const Factors f(terms, m, n, r, 91, -1, false);
+    std::vector<double> weight(terms);
+    for (std::int64_t k = 0; k < terms; ++k) weight[k] = 0.03 * static_cast<double>(k % 7 - 3);
+    std::vector<float> wide = values(m * n, 92), narrow = wide;
+    be->set_simd("avx512");
+    be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), wide.data());
+    be->set_simd("avx2");
+    be->lowrank_update(m, n, r, terms, f.blocks.data(), weight.data(), narrow.data());
+    EXPECT_EQ(0, std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)));
+  }
+  be->set_simd("auto");
 }
 
 TEST(BackendOps, NamesAndFactory) {

@@ -124,6 +124,7 @@ class CpuBackend final : public Backend {
   void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                       const float* const* blocks, const double* weight, float* out) override {
     if (float_avx512()) return cpu_float_avx512::lowrank_update(m, n, r, n_terms, blocks, weight, out);
+    if (float_avx2()) return cpu_float_avx2::lowrank_update(m, n, r, n_terms, blocks, weight, out);
     // Bt (n_terms, r, n): each B_k transposed so the inner loop runs over contiguous outputs.
     std::vector<float> bt(static_cast<std::size_t>(n_terms * r * n));
 #pragma omp parallel for schedule(static)

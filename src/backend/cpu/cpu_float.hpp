@@ -38,10 +38,12 @@ void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t
 
 namespace eggroll::cpu_float_avx2 {
 
-// lowrank_correction and perturbed_matmul as above, at the AVX2 level (AVX2 and FMA; the fused one
-// in the AVX2 GEMM's stores). The update has no AVX2 kernel (the backend's portable loops).
+// lowrank_correction, perturbed_matmul and lowrank_update as above, at the AVX2 level (AVX2 and
+// FMA; the fused forward in the AVX2 GEMM's stores; the update in 6 x 16 tiles).
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count, const float* base = nullptr);
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
+void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                    const float* const* blocks, const double* weight, float* out);
 
 }  // namespace eggroll::cpu_float_avx2

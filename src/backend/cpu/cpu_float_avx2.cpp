@@ -1,8 +1,9 @@
 // AVX2 float kernels of the cpu backend (compiled with -mavx2 -mfma): the low-rank correction of
-// the forward, separate and fused into the AVX2 GEMM's stores (semantics and determinism:
-// cpu_float.hpp; the level-generic part: cpu_float_lowrank.hpp). The products x . B are 8-lane
-// fused chains added in a fixed order, so their bits differ from the AVX-512 level's by rounding
-// only, and depend on (n, r) alone at this level.
+// the forward, separate and fused into the AVX2 GEMM's stores, and the update (semantics and
+// determinism: cpu_float.hpp; the level-generic parts: cpu_float_lowrank.hpp and
+// cpu_float_update.hpp). The products x . B are 8-lane fused chains added in a fixed order, so
+// their bits differ from the AVX-512 level's by rounding only, and depend on (n, r) alone at this
+// level; the update gives the AVX-512 level's bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "backend/cpu/avx2_columns.hpp"
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_float_lowrank.hpp"
+#include "backend/cpu/cpu_float_update.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 
 namespace eggroll::cpu_float_avx2 {
@@ -175,7 +177,35 @@ struct Avx2 {
   }
 };
 
+// 8-lane traits for cpu_float_update.hpp: 6 rows x 2 ymm of outputs per micro-tile (12
+// accumulators, 2 panel vectors and a broadcast in the 16 registers).
+struct UpdateYmm {
+  using Reg = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8;
+  static constexpr std::int64_t kTileRows = 6;
+  static constexpr int kVecs = 2;
+  static Mask mask(std::int64_t count) { return avx2::first_lanes(count); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg load_masked(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  static void store_masked(float* p, Mask m, Reg v) { _mm256_maskstore_ps(p, m, v); }
+  static Reg set1(float f) { return _mm256_set1_ps(f); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static void transpose(Reg block[8]) { avx2::transpose8(block); }
+  template <class Fn>
+  static bool with_columns_rank(std::int64_t r, Fn&& fn) { return avx2::with_power_of_two_rank(r, fn); }
+  template <int R>
+  static void columns(const float* p, std::int64_t count, Reg (&out)[R]) { avx2::columns<R>(p, count, out); }
+};
+
 }  // namespace
+
+void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
+                    const float* const* blocks, const double* weight, float* out) {
+  cpu_float_update::Update<UpdateYmm>::run(m, n, r, n_terms, blocks, weight, out);
+}
 
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count, const float* base) {

@@ -16,6 +16,7 @@
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_float_lowrank.hpp"
+#include "backend/cpu/cpu_float_update.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/cpu/line_queue.hpp"
 
@@ -249,200 +250,33 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
 
 namespace {
 
-constexpr std::int64_t kTileRows = 12;  // output rows per micro-tile (broadcast values)
-constexpr int kVecs = 2;                 // zmm of panel values per micro-tile
-constexpr std::int64_t kTileCols = 16 * kVecs;  // output columns per micro-tile
-constexpr std::int64_t kDepth = 256;    // (term, rank) products per packed panel
-
-// acc (ROWS x kTileCols outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, where
-// A[q][i] = a[q][skip + i r] (a[q] points at the first row, column c of the term's broadcast
-// factor (rows, r); skip: the tile's first row's offset from it).
-template <int ROWS>
-void update_tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
-                 std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols) {
-  __mmask16 mask[kVecs];
-  for (int v = 0; v < kVecs; ++v) mask[v] = lanes(cols - 16 * v > 0 ? cols - 16 * v : 0);
-  __m512 acc[ROWS][kVecs];
-#pragma GCC unroll 16
-  for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm512_maskz_loadu_ps(mask[v], out + i * ldo + 16 * v);
-  for (std::int64_t q = 0, c = 0; q < depth; ++q, c = c + 1 == r ? 0 : c + 1) {
-    __m512 b[kVecs];
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) b[v] = _mm512_loadu_ps(bp + q * ldb + 16 * v);
-    const float* aq = a[q] + skip;
-    // the next row tile's values of this term, a line for each of its r products (ROWS r values
-    // from aq - c + ROWS r): the terms' factor blocks lie apart in memory, where the hardware
-    // prefetchers do not follow them
-    _mm_prefetch(reinterpret_cast<const char*>(aq + ROWS * r + 15 * c), _MM_HINT_T0);
-#pragma GCC unroll 16
-    for (int i = 0; i < ROWS; ++i) {
-      const __m512 av = _mm512_set1_ps(aq[i * r]);
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) acc[i][v] = _mm512_fmadd_ps(av, b[v], acc[i][v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < kVecs; ++v) _mm512_mask_storeu_ps(out + i * ldo + 16 * v, mask[v], acc[i][v]);
-}
-
-using TileFn = void (*)(std::int64_t, const float* const*, std::int64_t, std::int64_t, const float*, std::int64_t,
-                        float*, std::int64_t, std::int64_t);
-constexpr TileFn kTiles[kTileRows + 1] = {nullptr,         update_tile<1>, update_tile<2>,  update_tile<3>,
-                                          update_tile<4>,  update_tile<5>, update_tile<6>,  update_tile<7>,
-                                          update_tile<8>,  update_tile<9>, update_tile<10>, update_tile<11>,
-                                          update_tile<12>};
-
-// Rows q = c of a term's part of the panel: wk F[e0 + e][c] for e < width (the block of columns
-// [e0, e0 + width), zeros past len), row stride width; F the term's packed factor (len, r).
-void pack_rows(const float* f, std::int64_t len, std::int64_t r, float wk, std::int64_t e0, std::int64_t width,
-               float* rows) {
-  const __m512 w = _mm512_set1_ps(wk);
-  const bool by_columns = avx512::with_power_of_two_rank(r, [&](auto rank) {
-    constexpr int R = decltype(rank)::value;
-    __m512 column[R];
-    for (std::int64_t e = 0; e < width; e += 16) {
-      avx512::columns<R>(f + (e0 + e) * R, len - e0 - e, column);
-      for (int c = 0; c < R; ++c) _mm512_storeu_ps(rows + c * width + e, _mm512_mul_ps(w, column[c]));
-    }
-  });
-  if (by_columns) return;
-  for (std::int64_t c = 0; c < r; ++c) {
-    float* row = rows + c * width;
-    if (r == 1) {
-      for (std::int64_t e = 0; e < width; e += 16)
-        _mm512_storeu_ps(row + e, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(avx512::first_lanes(len - e0 - e), f + e0 + e)));
-      continue;
-    }
-    for (std::int64_t e = 0; e < width; ++e) row[e] = e0 + e < len ? wk * f[(e0 + e) * r + c] : 0.0f;
-  }
-}
-
-// dst[j][i] = src[i][j] for i < rows, j < cols (row strides lds, ldd): 16 x 16 blocks by
-// shuffles, the edges value by value.
-void transpose_block(const float* src, std::int64_t lds, std::int64_t rows, std::int64_t cols, float* dst,
-                     std::int64_t ldd) {
-  std::int64_t i = 0;
-  for (; i + 16 <= rows; i += 16) {
-    std::int64_t j = 0;
-    for (; j + 16 <= cols; j += 16) {
-      __m512 block[16];
-      for (int t = 0; t < 16; ++t) block[t] = _mm512_loadu_ps(src + (i + t) * lds + j);
-      avx512::transpose16(block);
-      for (int t = 0; t < 16; ++t) _mm512_storeu_ps(dst + (j + t) * ldd + i, block[t]);
-    }
-    for (; j < cols; ++j)
-      for (std::int64_t t = 0; t < 16; ++t) dst[j * ldd + i + t] = src[(i + t) * lds + j];
-  }
-  for (; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
-}
-
-constexpr std::int64_t kBlockTiles = 256 / kTileCols;  // column tiles per panel block (256 columns: 256 KiB at depth 256)
+// 16-lane traits for cpu_float_update.hpp: 12 rows x 2 zmm of outputs per micro-tile.
+struct UpdateZmm {
+  using Reg = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16;
+  static constexpr std::int64_t kTileRows = 12;
+  static constexpr int kVecs = 2;
+  static Mask mask(std::int64_t count) { return lanes(count > 0 ? count : 0); }
+  static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static Reg load_masked(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store_masked(float* p, Mask m, Reg v) { _mm512_mask_storeu_ps(p, m, v); }
+  static Reg set1(float f) { return _mm512_set1_ps(f); }
+  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static void transpose(Reg block[16]) { avx512::transpose16(block); }
+  template <class Fn>
+  static bool with_columns_rank(std::int64_t r, Fn&& fn) { return avx512::with_power_of_two_rank(r, fn); }
+  template <int R>
+  static void columns(const float* p, std::int64_t count, Reg (&out)[R]) { avx512::columns<R>(p, count, out); }
+};
 
 }  // namespace
 
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out) {
-  if (n_terms == 0 || m == 0 || n == 0) return;
-  // The tiles' vectors run along the shorter side, whose factor is packed (weighted): B's (n, r)
-  // when n <= m, with A's values broadcast; otherwise A's (m, r), with B's values broadcast, and
-  // the sums computed as out^T (n, m), in each thread's own scratch. The packing is a pass over
-  // the packed factor per block of output rows, so the shorter factor costs the least.
-  const bool transposed = n > m;
-  const std::int64_t rows = transposed ? n : m, cols = transposed ? m : n;
-  const std::int64_t packed_at = transposed ? n * r : 0, broadcast_at = transposed ? 0 : n * r;
-  const std::int64_t terms_per_panel = std::max<std::int64_t>(1, kDepth / r);
-  const std::int64_t col_tiles = (cols + kTileCols - 1) / kTileCols;
-#pragma omp parallel if (n_terms * r * m * n >= cpu_sgemm::detail::kParallelMinWork)
-  {
-    // Each thread owns a block of output rows x columns and packs the panel of its own columns,
-    // a block of columns at a time, so the panel it streams stays in its own cache and the
-    // threads never wait on each other. A thread's cost is about (rows + 4) (columns + 4): its
-    // tiles' multiply-adds, plus packing its columns' values (once per panel, whatever its
-    // rows) and fetching its rows' broadcast values (once, whatever its columns); the split with
-    // the least cost on the busiest thread wins, rows first on a tie.
-    const std::int64_t n_threads = omp_get_num_threads(), t = omp_get_thread_num();
-    std::int64_t tr = 1, best = -1;
-    for (std::int64_t d = n_threads; d >= 1; --d) {
-      if (n_threads % d != 0) continue;
-      const std::int64_t tc = n_threads / d;
-      const std::int64_t cost = ((rows + d - 1) / d + 4) * ((col_tiles + tc - 1) / tc * kTileCols + 4);
-      if (best < 0 || cost < best) best = cost, tr = d;
-    }
-    const std::int64_t tc = n_threads / tr;
-    const std::int64_t r0 = rows * (t / tc) / tr, r1 = rows * (t / tc + 1) / tr;
-    const std::int64_t ct0 = col_tiles * (t % tc) / tc, ct1 = col_tiles * (t % tc + 1) / tc;
-    const std::int64_t c0 = ct0 * kTileCols, c1 = std::min(cols, ct1 * kTileCols);
-    // The thread's rows in tiles of nearly equal height (64 rows: eleven of 5 or 6, not ten of 6
-    // and one of 4, whose broadcasts weigh more per multiply-add).
-    const std::int64_t row_tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
-    const auto tile_row = [&](std::int64_t rt) { return r0 + (r1 - r0) * rt / row_tiles; };
-    if (r0 < r1 && c0 < c1) {
-      // Where the tiles accumulate: out itself, or this thread's block of out^T.
-      static thread_local std::vector<float> scratch;
-      float* dst = out + r0 * n + c0;
-      std::int64_t ldd = n;
-      if (transposed) {
-        ldd = c1 - c0;
-        scratch.resize(static_cast<std::size_t>((r1 - r0) * ldd));
-        dst = scratch.data();
-        transpose_block(out + c0 * n + r0, n, c1 - c0, r1 - r0, dst, ldd);
-      }
-      const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
-      std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
-      std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
-      // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
-      // During its tiles the next step's packed lines and its first row tile's broadcast lines
-      // are fetched: the terms' factor blocks lie apart in memory, where the hardware
-      // prefetchers do not follow them, and packing them unfetched waited on memory for most of
-      // its time.
-      cpu::LineQueue queue;
-      const auto queue_step = [&](std::int64_t k0, std::int64_t cb) {
-        const std::int64_t terms = std::min(terms_per_panel, n_terms - k0);
-        const std::int64_t e0 = cb * kTileCols, e1 = std::min(cols, std::min(cb + kBlockTiles, ct1) * kTileCols);
-        for (std::int64_t k = 0; k < terms; ++k) {
-          queue.add(blocks[k0 + k] + packed_at + e0 * r, (e1 - e0) * r * 4);
-          queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
-        }
-      };
-      for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
-        const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
-        for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
-          const std::int64_t e0 = cb * kTileCols, width = std::min(kBlockTiles, ct1 - cb) * kTileCols;
-          // Panel rows q = (k - k0) r + c: weight_k F_k[e0 .., c].
-          for (std::int64_t k = 0; k < terms; ++k)
-            pack_rows(blocks[k0 + k] + packed_at, cols, r, static_cast<float>(weight[k0 + k]), e0, width,
-                      bp.data() + k * r * width);
-          queue.clear();
-          if (cb + kBlockTiles < ct1)
-            queue_step(k0, cb + kBlockTiles);
-          else if (k0 + terms_per_panel < n_terms)
-            queue_step(k0 + terms_per_panel, ct0);
-          const std::int64_t tiles = row_tiles * ((width + kTileCols - 1) / kTileCols);
-          const std::int64_t fetch_per_tile = (queue.lines_left() + tiles - 1) / tiles;
-          // a[q] = &F_k[r0][c], q = (k - k0) r + c: the tiles broadcast the values from the blocks
-          // themselves, each from its own first row on.
-          for (std::int64_t k = 0, q = 0; k < terms; ++k) {
-            const float* row = blocks[k0 + k] + broadcast_at + r0 * r;
-            for (std::int64_t c = 0; c < r; ++c) a[q++] = row + c;
-          }
-          for (std::int64_t rt = 0; rt < row_tiles; ++rt) {
-            const std::int64_t a0 = tile_row(rt), rows_here = tile_row(rt + 1) - a0;
-            for (std::int64_t b0 = e0; b0 < std::min(cols, e0 + width); b0 += kTileCols) {
-              queue.pump(fetch_per_tile);
-              kTiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
-                                dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0));
-            }
-          }
-        }
-      }
-      if (transposed) transpose_block(dst, ldd, r1 - r0, c1 - c0, out + c0 * n + r0, n);
-    }
-  }
+  cpu_float_update::Update<UpdateZmm>::run(m, n, r, n_terms, blocks, weight, out);
 }
 
 }  // namespace eggroll::cpu_float_avx512
