@@ -28,15 +28,28 @@ std::int32_t load_u32(const void* p) {
   return v;
 }
 
+// The calling thread's grow-only buffer `which` of at least n values: reused by its later calls, so
+// neither allocated, cleared nor faulted in again (fresh pages cost more than the conversion into
+// them).
+template <typename T>
+T* thread_buffer(int which, std::int64_t n) {
+  thread_local std::vector<T> buffers[2];
+  std::vector<T>& v = buffers[which];
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
 // The operands of one qmm call as int16 k-pairs: xp (rows, n_pairs) int32 = (x[2 p], x[2 p + 1]),
-// wp (m_blocks, n_pairs, 8, 2) int16 = W[8 blk + l][2 p + e], zero padded.
+// wp (m_blocks, n_pairs, 8, 2) int16 = W[8 blk + l][2 p + e], zero padded (the calling thread's
+// buffers, shared by the team).
 struct Packed {
   std::int64_t n_pairs = 0, m_blocks = 0;
-  std::vector<std::int16_t> xp, wp;
+  std::int16_t* xp = nullptr;
+  std::int16_t* wp = nullptr;
 };
 
 void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
-  std::int16_t* out = p.wp.data() + blk * p.n_pairs * 16;
+  std::int16_t* out = p.wp + blk * p.n_pairs * 16;
   for (std::int64_t kp = 0; kp < p.n_pairs; ++kp)
     for (std::int64_t l = 0; l < 8; ++l)
       for (std::int64_t e = 0; e < 2; ++e) {
@@ -216,30 +229,34 @@ void qmm_avx2(const QmmArgs& g) {
   Packed p;
   p.n_pairs = (g.n + 1) / 2;
   p.m_blocks = (g.m + 7) / 8;
-  p.xp.resize(static_cast<std::size_t>(rows * 2 * p.n_pairs));
-  p.wp.resize(static_cast<std::size_t>(p.m_blocks * p.n_pairs * 16));
+  p.xp = thread_buffer<std::int16_t>(0, rows * 2 * p.n_pairs);
+  p.wp = thread_buffer<std::int16_t>(1, p.m_blocks * p.n_pairs * 16);
   const std::int64_t m32 = round_up(g.m, 32), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     const auto [b0, b1] = cpu_parallel::share(p.m_blocks, t, n_threads);
     for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g, p, blk);
     const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
-    for (std::int64_t i = r0; i < r1; ++i)
-      for (std::int64_t k = 0; k < 2 * p.n_pairs; ++k) p.xp[i * 2 * p.n_pairs + k] = k < g.n ? g.x[i * g.n + k] : 0;
+    for (std::int64_t i = r0; i < r1; ++i) {
+      std::int16_t* xi = p.xp + i * 2 * p.n_pairs;
+      const std::int8_t* x = g.x + i * g.n;
+      for (std::int64_t k = 0; k < g.n; ++k) xi[k] = x[k];
+      if (g.n % 2 != 0) xi[g.n] = 0;
+    }
     cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m32);
-    std::vector<std::int32_t> acc(static_cast<std::size_t>(kRowBlock * m32));
+    std::int32_t* acc = thread_buffer<std::int32_t>(0, kRowBlock * m32);  // this team thread's own
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
         for (std::int64_t i = i0; i < i1; i += kRowTile)
           tile_for(static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i)), ct)(
-              p.xp.data() + i * 2 * p.n_pairs, 2 * p.n_pairs, p.wp.data() + b0 * p.n_pairs * 16, p.n_pairs * 16,
-              p.n_pairs, acc.data() + (i - i0) * m32 + b0 * 8, m32);
+              p.xp + i * 2 * p.n_pairs, 2 * p.n_pairs, p.wp + b0 * p.n_pairs * 16, p.n_pairs * 16, p.n_pairs,
+              acc + (i - i0) * m32 + b0 * 8, m32);
       }
-      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m32);
+      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc + (i - i0) * m32);
       add_addend(g, i0, i1);
     }
   });
