@@ -78,7 +78,8 @@ class ForwardRunner {
   void inference(std::int64_t members) {
     over_member_chunks(members, chunk_, [&](std::int64_t, std::int64_t count, int t) {
       ForwardContext ctx{backend_};
-      model_.forward(ctx, input(count, t));
+      Tensor odd;
+      model_.forward(ctx, input(count, t, odd));
     });
   }
 
@@ -86,14 +87,18 @@ class ForwardRunner {
     PopulationView view(noiser, epoch, 0.01, 0, members);  // as Strategy::ask makes it
     over_member_chunks(members, chunk_, [&](std::int64_t first, std::int64_t count, int t) {
       ForwardContext ctx{backend_, &view, c_.rows_per_member, first, count};
-      model_.forward(ctx, input(count, t));
+      Tensor odd;
+      model_.forward(ctx, input(count, t, odd));
     });
   }
 
  private:
-  Tensor input(std::int64_t count, int t) {
-    if (count == chunk_) return inputs_[t];  // Tensor copies: the copy is part of both paths alike
-    return random_input(inputs_[t].dtype(), count * c_.rows_per_member, model_.input_dim(), 7);
+  // The thread's rows read in place (a Tensor copy would time a memcpy with every forward); a last,
+  // shorter chunk gets rows of its own, made in `odd`.
+  const Tensor& input(std::int64_t count, int t, Tensor& odd) {
+    if (count == chunk_) return inputs_[t];
+    odd = random_input(inputs_[t].dtype(), count * c_.rows_per_member, model_.input_dim(), 7);
+    return odd;
   }
 
   Model& model_;
@@ -249,9 +254,9 @@ std::vector<double> forward_scores(Model& model, Backend& backend, PopulationVie
   std::vector<double> scores(static_cast<std::size_t>(c.population));
   over_member_chunks(c.population, chunk, [&](std::int64_t first, std::int64_t count, int t) {
     ForwardContext ctx{backend, &view, c.rows_per_member, first, count};
-    const Tensor x = count == chunk ? inputs[t]
-                                    : random_input(inputs[t].dtype(), count * c.rows_per_member, model.input_dim(), 7);
-    const Tensor y = model.forward(ctx, x);
+    Tensor odd;  // the rows of a last, shorter chunk; the others read the thread's rows in place
+    if (count != chunk) odd = random_input(inputs[t].dtype(), count * c.rows_per_member, model.input_dim(), 7);
+    const Tensor y = model.forward(ctx, count == chunk ? inputs[t] : odd);
     const std::int64_t per_member = c.rows_per_member * model.output_dim();
     for (std::int64_t j = 0; j < count; ++j) {
       double s = 0;

@@ -43,8 +43,10 @@ Tensor Mlp::forward(ForwardContext& ctx, const Tensor& x) {
   for (std::size_t l = 0; l < n_layers_; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     if (l > 0) h = linear(rows, params_.at(p + "weight"), params_.find(p + "bias"), h);
-    if (l + 1 == n_layers_)
-      return spec_.output_activation == Activation::none ? h : activation(rows, spec_.output_activation, std::move(h));
+    if (l + 1 == n_layers_) {
+      if (spec_.output_activation == Activation::none) return h;  // moved, not copied as a ?: would
+      return activation(rows, spec_.output_activation, std::move(h));
+    }
     if (spec_.norm == "layer") h = layer_norm(rows, h, params_.find(p + "norm.weight"), nullptr);
     if (spec_.norm == "l1") h = l1_norm(rows, h, params_.find(p + "norm.weight"));
     h = activation(rows, spec_.activation, std::move(h));
