@@ -16,7 +16,7 @@ namespace eggroll::cpu_int8::detail {
 namespace {
 
 // qmm tiling: kRowTile rows x kColBlocks * 8 outputs of int32 accumulators in registers.
-constexpr int kRowTile = 4;
+constexpr int kRowTile = 6;
 constexpr int kColBlocks = 2;
 constexpr std::int64_t kRowBlock = 12 * kRowTile;
 
@@ -89,7 +89,9 @@ TileFn tile_for(int rt, int ct) {
   static const TileFn table[kRowTile][kColBlocks] = {{tile_kernel<1, 1>, tile_kernel<1, 2>},
                                                      {tile_kernel<2, 1>, tile_kernel<2, 2>},
                                                      {tile_kernel<3, 1>, tile_kernel<3, 2>},
-                                                     {tile_kernel<4, 1>, tile_kernel<4, 2>}};
+                                                     {tile_kernel<4, 1>, tile_kernel<4, 2>},
+                                                     {tile_kernel<5, 1>, tile_kernel<5, 2>},
+                                                     {tile_kernel<6, 1>, tile_kernel<6, 2>}};
   return table[rt - 1][ct - 1];
 }
 
@@ -113,9 +115,14 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
   // packs work per 128-bit lane: lane L holds q0[4L..], q1[4L..], q2[4L..], q3[4L..] (4 bytes each)
   const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
   const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256i clipped = _mm256_max_epi8(ordered, _mm256_set1_epi8(-127));
+  if (count >= 32) {  // stored directly: a copy out of a stack buffer waits on the store before it
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), clipped);
+    return;
+  }
   alignas(32) std::int8_t out[32];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_max_epi8(ordered, _mm256_set1_epi8(-127)));
-  std::memcpy(y, out, static_cast<std::size_t>(std::min<std::int64_t>(32, count)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), clipped);
+  std::memcpy(y, out, static_cast<std::size_t>(count));
 }
 
 // A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
