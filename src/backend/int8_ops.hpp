@@ -8,6 +8,10 @@
 
 #include "eggroll/backend/backend.hpp"
 
+namespace eggroll::cpu {
+class LineQueue;
+}
+
 namespace eggroll::reference_int8 {
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
            const QFactors& f, std::int8_t* y, const QAddend& add);
@@ -142,6 +146,10 @@ struct UpdateArgs {
 // y rows [i0, i1) of a qmm = clip(y + its addend): the fused qadd, which every level runs on
 // rows it has just stored (nothing when the addend is empty).
 void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1);
+// Queues the lines that rows [i0, i1) of a qmm read and the hardware prefetchers do not see
+// coming: their addend rows and vectors and each perturbed member's factor block (once per block
+// met). The SIMD levels' drivers fetch them a few a tile during the block before.
+void queue_block(const QmmArgs& g, std::int64_t i0, std::int64_t i1, cpu::LineQueue& queue);
 // y = clip(a + b + v) over d values (qadd's row at the scalar level; y may be a); b, v may be null.
 void add_row_scalar(std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v, std::int8_t* y);
 

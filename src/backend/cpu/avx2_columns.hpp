@@ -1,4 +1,4 @@
-// AVX2 helpers shared by the files compiled for AVX2 and FMA (cpu_sgemm_avx2.cpp,
+// AVX2 helpers shared by the files compiled for AVX2 (cpu_sgemm_avx2.cpp, cpu_int8_avx2.cpp,
 // cpu_float_avx2.cpp): lane masks, the 8 x 8 transpose and the columns of a small row-major block
 // (the rank-r factors), as avx512_columns.hpp provides them at the AVX-512 level.
 #pragma once

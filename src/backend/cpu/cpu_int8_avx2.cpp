@@ -1,7 +1,9 @@
 // The cpu int8 kernels at the AVX2 level (compiled with -mavx2; chosen at run time when the CPU has
 // AVX2 but not AVX-512 VNNI). int8 operands are widened to int16 and multiplied with vpmaddwd, so no
 // product or pair sum can saturate. Results equal the scalar level bit for bit.
+#include "backend/cpu/avx2_columns.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
+#include "backend/cpu/line_queue.hpp"
 #include "backend/int8_ops.hpp"
 
 #if defined(__x86_64__)
@@ -125,6 +127,60 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
   std::memcpy(y, out, static_cast<std::size_t>(count));
 }
 
+// The 16 values at `v` (int8) widened to T (int16 or int32) and stored at out.
+template <typename T>
+inline void store_widened(__m128i v, T* out) {
+  if constexpr (sizeof(T) == 2) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi32(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+  }
+}
+
+// planes[c * rows + k] = in[k * R + c] widened to T: a row-major (rows x R) int8 block as R planes,
+// 16 rows a step by byte shuffles (R = 2, 4, 8), the last rows one by one.
+template <int R, typename T>
+void widen_planes(const std::int8_t* in, std::int64_t rows, T* planes) {
+  // per 128-bit lane: the bytes of each column together, 16 / R of them a column
+  const __m256i by_column = R == 2   ? _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4,
+                                                         6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
+                                     : _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8,
+                                                         12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const auto load = [&](std::int64_t k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k * R)); };
+  const auto put = [&](int c, std::int64_t k, __m256i v) {  // columns c (low lane) and c + R / 2 (high lane)
+    store_widened(_mm256_castsi256_si128(v), planes + c * rows + k);
+    store_widened(_mm256_extracti128_si256(v, 1), planes + (c + R / 2) * rows + k);
+  };
+  std::int64_t k = 0;
+  for (; k + 16 <= rows; k += 16) {
+    if constexpr (R == 2) {  // qwords: [c0 rows 0-7, c1 rows 0-7 | c0 rows 8-15, c1 rows 8-15]
+      const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(load(k), by_column), 0xD8);
+      store_widened(_mm256_castsi256_si128(v), planes + k);
+      store_widened(_mm256_extracti128_si256(v, 1), planes + rows + k);
+    } else if constexpr (R == 4) {  // each register: qword c = column c of its 8 rows
+      const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+      const __m256i a = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(load(k), by_column), order);
+      const __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(load(k + 8), by_column), order);
+      put(0, k, _mm256_unpacklo_epi64(a, b));
+      put(1, k, _mm256_unpackhi_epi64(a, b));
+    } else {  // R == 8: each register, lane L: dword c = column 4 L + c of its 4 rows
+      const __m256i halves = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+      __m256i y[4];
+      for (int q = 0; q < 4; ++q)
+        y[q] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(load(k + 4 * q), halves), by_column);
+      const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+      const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+      put(0, k, _mm256_unpacklo_epi64(t0, t2));
+      put(1, k, _mm256_unpackhi_epi64(t0, t2));
+      put(2, k, _mm256_unpacklo_epi64(t1, t3));
+      put(3, k, _mm256_unpackhi_epi64(t1, t3));
+    }
+  }
+  for (; k < rows; ++k)
+    for (int c = 0; c < R; ++c) planes[c * rows + k] = in[k * R + c];
+}
+
 // A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
 // added and saturated to int32 first when the member is perturbed.
 class RowEpilogue {
@@ -168,11 +224,19 @@ class RowEpilogue {
     }
     if (mf.b != widened_) {
       widened_ = mf.b;
-      for (std::int64_t c = 0; c < r; ++c) {
-        for (std::int64_t k = 0; k < n; ++k) bt_[c * n + k] = mf.b[k * r + c];
-        for (std::int64_t a = 0; a < m; ++a) at_[c * m + a] = mf.a[a * r + c];
-      }
+      const bool shuffled = avx2::with_power_of_two_rank(r, [&](auto rank) {
+        widen_planes<decltype(rank)::value>(mf.b, n, bt_.data());
+        widen_planes<decltype(rank)::value>(mf.a, m, at_.data());
+      });
+      if (!shuffled)
+        for (std::int64_t c = 0; c < r; ++c) {
+          for (std::int64_t k = 0; k < n; ++k) bt_[c * n + k] = mf.b[k * r + c];
+          for (std::int64_t a = 0; a < m; ++a) at_[c * m + a] = mf.a[a * r + c];
+        }
     }
+    int planes = 0;  // R = 2, 4, 8: 1 done, -1 out of int32's bound
+    avx2::with_power_of_two_rank(r, [&](auto rank) { planes = planes_int32<decltype(rank)::value>(mf.sign, x, acc); });
+    if (planes != 0) return planes > 0;
     std::int64_t total = 0;
     for (std::int64_t c = 0; c < r; ++c) {
       const std::int16_t* b = bt_.data() + c * n;
@@ -190,6 +254,53 @@ class RowEpilogue {
     }
     for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * (p_[e] >> shift);
     return true;
+  }
+
+  // rank_int32 for R = 2, 4, 8 from the widened planes: the R dot products x . B in one pass over
+  // x (vpmaddwd on int16), then per 8 outputs the rank sum, shift, sign and accumulator add in
+  // registers. 1 when done, -1 when the int32 bound does not hold (nothing written).
+  template <int R>
+  int planes_int32(int sign, const std::int8_t* x, const std::int32_t* acc) {
+    const std::int64_t n = g_.n, m = g_.m;
+    __m256i s[R];
+    for (int c = 0; c < R; ++c) s[c] = _mm256_setzero_si256();
+    std::int64_t k = 0;
+    for (; k + 16 <= n; k += 16) {
+      const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
+      for (int c = 0; c < R; ++c)
+        s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(xv, _mm256_loadu_si256(
+                                                               reinterpret_cast<const __m256i*>(bt_.data() + c * n + k))));
+    }
+    std::int32_t xb[R];
+    std::int64_t total = 0;
+    for (int c = 0; c < R; ++c) {
+      alignas(32) std::int32_t lane[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lane), s[c]);
+      std::int32_t dot = 0;  // |dot| <= 2^14 n <= 2^30
+      for (int l = 0; l < 8; ++l) dot += lane[l];
+      for (std::int64_t q = k; q < n; ++q) dot += std::int32_t{x[q]} * bt_[c * n + q];
+      xb[c] = dot;
+      total += dot < 0 ? -std::int64_t{dot} : dot;
+    }
+    if (total >= (1 << 23)) return -1;
+    const __m128i shift = _mm_cvtsi32_si128(g_.f->shift);
+    const __m256i sv = _mm256_set1_epi32(sign);
+    std::int64_t e = 0;
+    for (; e + 8 <= m; e += 8) {
+      __m256i pv = _mm256_setzero_si256();
+      for (int c = 0; c < R; ++c)
+        pv = _mm256_add_epi32(pv, _mm256_mullo_epi32(_mm256_set1_epi32(xb[c]), _mm256_loadu_si256(
+                                                                            reinterpret_cast<const __m256i*>(at_.data() + c * m + e))));
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(t_.data() + e),
+                          _mm256_add_epi32(av, _mm256_sign_epi32(_mm256_sra_epi32(pv, shift), sv)));
+    }
+    for (; e < m; ++e) {
+      std::int32_t pe = 0;
+      for (int c = 0; c < R; ++c) pe += xb[c] * at_[c * m + e];
+      t_[e] = acc[e] + sign * (pe >> g_.f->shift);
+    }
+    return 1;
   }
 
   const QmmArgs& g_;
@@ -254,15 +365,22 @@ void qmm_avx2(const QmmArgs& g) {
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m32);
     std::int32_t* acc = thread_buffer<std::int32_t>(0, kRowBlock * m32);  // this team thread's own
+    cpu::LineQueue ahead;  // the next block's factor blocks and addend, fetched among this block's tiles
+    queue_block(g, begin, std::min(end, begin + kRowBlock), ahead);
+    ahead.pump(-1);
+    const std::int64_t tiles_per_block = (kRowBlock / kRowTile) * ((p.m_blocks + kColBlocks - 1) / kColBlocks);
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
+      queue_block(g, i1, std::min(end, i1 + kRowBlock), ahead);
+      const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
-        for (std::int64_t i = i0; i < i1; i += kRowTile)
+        for (std::int64_t i = i0; i < i1; i += kRowTile, ahead.pump(per_tile))
           tile_for(static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i)), ct)(
               p.xp + i * 2 * p.n_pairs, 2 * p.n_pairs, p.wp + b0 * p.n_pairs * 16, p.n_pairs * 16, p.n_pairs,
               acc + (i - i0) * m32 + b0 * 8, m32);
       }
+      ahead.pump(-1);
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc + (i - i0) * m32);
       add_addend(g, i0, i1);
     }

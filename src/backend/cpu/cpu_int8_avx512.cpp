@@ -201,23 +201,6 @@ struct FusedTile {
   static auto fn() { return tile_kernel_fused<Rows, RT, CT>; }
 };
 
-// What the epilogue of rows [i0, i1) reads besides the accumulators, queued to be fetched while
-// the block before runs (line_queue.hpp): each member's factor block and the addend's rows.
-void queue_block(const QmmArgs& g, std::int64_t i0, std::int64_t i1, cpu::LineQueue& queue) {
-  queue.clear();
-  if (i0 >= i1) return;
-  if (g.add.rows != nullptr) queue.add(g.add.rows + i0 * g.m, (i1 - i0) * g.m);
-  if (g.f->blocks == nullptr && g.add.vec == nullptr) return;
-  const std::int8_t* last = nullptr;
-  for (std::int64_t j = i0 / g.batch.rows_per_member; j <= (i1 - 1) / g.batch.rows_per_member; ++j) {
-    if (g.add.vec != nullptr && g.add.vec_stride != 0) queue.add(g.add.vec + j * g.add.vec_stride, g.m);
-    const MemberFactors mf = member_factors(*g.f, j);
-    if (mf.sign == 0 || mf.b == last) continue;
-    last = mf.b;
-    queue.add(mf.b, g.f->rank * (g.n + g.m));
-  }
-}
-
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
