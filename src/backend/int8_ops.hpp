@@ -134,14 +134,23 @@ void qmm_avx512_vnni(const QmmArgs& args);
 
 // The discrete update's pairs as the level kernels receive them: the j-th rank-1 term
 // (j = k r + c over the pairs with d != 0) contributes coef[j] * Bp-column j, coef[j] = d_k A_k[a][c].
-// bp: (n_jp = ceil(n_terms / 2), n_pad = n rounded up to 64, 2) int16, Bp[jp][b][e] = B of term
-// 2 jp + e at row b (zero past n and for a missing last term); coef: (m, 2 n_jp) int16. z (m, n) += the sum, int32 partial sums over
-// at most chunk_jp term pairs at a time.
+// bp: int16 in blocks of kBpCols B rows, (n_pad / kBpCols, n_jp = ceil(n_terms / 2), kBpCols, 2),
+// Bp[jp][b][e] = B of term 2 jp + e at row b (zero past n and for a missing last term; n_pad = n
+// rounded up to 64); coef: (m, 2 n_jp) int16. z (m, n) += the sum, int32 partial sums over at most
+// chunk_jp term pairs at a time. A tile of columns reads its blocks' slices as contiguous runs: in
+// rows of n_pad * 2 values every term pair's line fell into the same few cache sets at n >= 1024,
+// and the slice was reread from memory.
 struct UpdateArgs {
+  static constexpr std::int64_t kBpCols = 16;
   std::int64_t m = 0, n = 0, n_pad = 0, n_jp = 0, chunk_jp = 1;
   const std::int16_t* bp = nullptr;
   const std::int16_t* coef = nullptr;
   std::int64_t* z = nullptr;
+  // &Bp[jp][b][0]; the kBpCols - b % kBpCols rows from b follow it, two values a row
+  std::int64_t bp_offset(std::int64_t jp, std::int64_t b) const {
+    return ((b / kBpCols) * n_jp + jp) * kBpCols * 2 + (b % kBpCols) * 2;
+  }
+  const std::int16_t* bp_at(std::int64_t jp, std::int64_t b) const { return bp + bp_offset(jp, b); }
 };
 // y rows [i0, i1) of a qmm = clip(y + its addend): the fused qadd, which every level runs on
 // rows it has just stored (nothing when the addend is empty).

@@ -319,7 +319,7 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 #pragma GCC unroll 16
   for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
   for (std::int64_t jp = j0; jp < j1; ++jp) {
-    const std::int16_t* bj = g.bp + (jp * g.n_pad + b0) * 2;
+    const std::int16_t* bj = g.bp_at(jp, b0);  // 16 columns: one block's slice
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj));
     const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj + 16));
 #pragma GCC unroll 8

@@ -24,19 +24,26 @@ std::int64_t chunk_pairs(std::int64_t max_d) {
   return std::max<std::int64_t>(1, std::int64_t{2147483647} / per_pair);
 }
 
-// bp (n_jp, n_pad, 2): term 2 jp + e's B column, zero past n and for a missing last term.
+// bp (UpdateArgs): term 2 jp + e's B column, zero past n and for a missing last term.
 void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
             const detail::UpdateArgs& g, std::int16_t* bp) {
   const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
 #pragma omp parallel for schedule(static) if (g.n_jp * g.n_pad > detail::kParallelMinWork)
   for (std::int64_t jp = 0; jp < g.n_jp; ++jp) {
-    std::int16_t* out = bp + jp * g.n_pad * 2;
-    std::fill(out, out + g.n_pad * 2, std::int16_t{0});
-    for (std::int64_t e = 0; e < 2; ++e) {
-      if (2 * jp + e >= n_terms) continue;
-      const Term& t = terms[static_cast<std::size_t>(2 * jp + e)];
-      const std::int8_t* bk = blocks[t.k];
-      for (std::int64_t b = 0; b < n; ++b) out[2 * b + e] = bk[b * r + t.c];
+    // the two terms' B columns (stride r), a missing last term's as zeros
+    const Term& t0 = terms[static_cast<std::size_t>(2 * jp)];
+    const bool second = 2 * jp + 1 < n_terms;
+    const Term& t1 = terms[static_cast<std::size_t>(second ? 2 * jp + 1 : 2 * jp)];
+    const std::int8_t* b0col = blocks[t0.k] + t0.c;
+    const std::int8_t* b1col = blocks[t1.k] + t1.c;
+    for (std::int64_t b0 = 0; b0 < g.n_pad; b0 += g.kBpCols) {
+      std::int16_t* out = bp + g.bp_offset(jp, b0);
+      const std::int64_t rows = std::clamp<std::int64_t>(n - b0, 0, g.kBpCols);
+      for (std::int64_t b = 0; b < rows; ++b) {
+        out[2 * b] = b0col[(b0 + b) * r];
+        out[2 * b + 1] = second ? b1col[(b0 + b) * r] : std::int16_t{0};
+      }
+      std::fill(out + 2 * rows, out + 2 * g.kBpCols, std::int16_t{0});
     }
   }
 }
@@ -88,8 +95,10 @@ void update_scalar(const UpdateArgs& g) {
         std::fill(part.begin(), part.end(), 0);
         for (std::int64_t jp = j0; jp < j1; ++jp) {
           const std::int32_t c0 = ca[2 * jp], c1 = ca[2 * jp + 1];
-          const std::int16_t* bj = g.bp + jp * g.n_pad * 2;
-          for (std::int64_t b = 0; b < g.n_pad; ++b) part[b] += c0 * bj[2 * b] + c1 * bj[2 * b + 1];
+          for (std::int64_t b0 = 0; b0 < g.n_pad; b0 += g.kBpCols) {
+            const std::int16_t* bj = g.bp_at(jp, b0);
+            for (std::int64_t b = 0; b < g.kBpCols; ++b) part[b0 + b] += c0 * bj[2 * b] + c1 * bj[2 * b + 1];
+          }
         }
         for (std::int64_t b = 0; b < g.n; ++b) g.z[a * g.n + b] += part[b];
       }

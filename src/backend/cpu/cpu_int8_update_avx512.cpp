@@ -429,8 +429,8 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 #pragma GCC unroll 16
   for (int e = 0; e < AT * 2; ++e) c[e] = _mm512_setzero_si512();
   for (std::int64_t jp = j0; jp < j1; ++jp) {
-    const std::int16_t* bj = g.bp + (jp * g.n_pad + b0) * 2;
-    const __m512i w0 = _mm512_loadu_si512(bj), w1 = _mm512_loadu_si512(bj + 32);
+    // 32 columns: two blocks' slices
+    const __m512i w0 = _mm512_loadu_si512(g.bp_at(jp, b0)), w1 = _mm512_loadu_si512(g.bp_at(jp, b0 + 16));
 #pragma GCC unroll 8
     for (int i = 0; i < AT; ++i) {
       const __m512i cf = _mm512_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
