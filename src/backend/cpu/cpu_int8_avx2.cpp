@@ -267,9 +267,10 @@ class RowEpilogue {
     std::int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
       const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
-      for (int c = 0; c < R; ++c)
-        s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(xv, _mm256_loadu_si256(
-                                                               reinterpret_cast<const __m256i*>(bt_.data() + c * n + k))));
+      for (int c = 0; c < R; ++c) {
+        const __m256i bv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bt_.data() + c * n + k));
+        s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(xv, bv));
+      }
     }
     std::int32_t xb[R];
     std::int64_t total = 0;
@@ -288,9 +289,10 @@ class RowEpilogue {
     std::int64_t e = 0;
     for (; e + 8 <= m; e += 8) {
       __m256i pv = _mm256_setzero_si256();
-      for (int c = 0; c < R; ++c)
-        pv = _mm256_add_epi32(pv, _mm256_mullo_epi32(_mm256_set1_epi32(xb[c]), _mm256_loadu_si256(
-                                                                            reinterpret_cast<const __m256i*>(at_.data() + c * m + e))));
+      for (int c = 0; c < R; ++c) {
+        const __m256i ap = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at_.data() + c * m + e));
+        pv = _mm256_add_epi32(pv, _mm256_mullo_epi32(_mm256_set1_epi32(xb[c]), ap));
+      }
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(t_.data() + e),
                           _mm256_add_epi32(av, _mm256_sign_epi32(_mm256_sra_epi32(pv, shift), sv)));
