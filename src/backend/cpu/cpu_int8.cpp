@@ -140,6 +140,17 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
   return false;
 }
 
+bool pack_coef_rank4_dispatch(const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
+                              std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+#if defined(__x86_64__)
+  if (current_level() != SimdChoice::scalar) {
+    pack_coef_rank4_avx2(a_of, dk, pairs, a0, a1, width, coef);
+    return true;
+  }
+#endif
+  return false;
+}
+
 }  // namespace detail
 
 std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {

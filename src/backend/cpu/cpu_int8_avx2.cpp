@@ -389,6 +389,39 @@ void qmm_avx2(const QmmArgs& g) {
   });
 }
 
+// Eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and two rounds
+// of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in one
+// register), widened and multiplied by the pairs' weights (the same int16 products as the scalar
+// loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four go value
+// by value.
+void pack_coef_rank4_avx2(const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs, std::int64_t a0,
+                          std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+  const std::int64_t grouped = pairs / 4 * 4;
+  std::int64_t a = a0;
+  for (; a + 8 <= a1; a += 8)
+    for (std::int64_t q0 = 0; q0 < grouped; q0 += 4) {
+      const __m256i w = _mm256_setr_epi16(dk[q0], dk[q0], dk[q0], dk[q0], dk[q0 + 1], dk[q0 + 1], dk[q0 + 1],
+                                          dk[q0 + 1], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 3],
+                                          dk[q0 + 3], dk[q0 + 3], dk[q0 + 3]);
+      __m256i p[4];
+      for (int q = 0; q < 4; ++q) p[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a_of[q0 + q] + a * 4));
+      const __m256i t01 = _mm256_unpacklo_epi32(p[0], p[1]), t23 = _mm256_unpacklo_epi32(p[2], p[3]);  // rows 0 1 | 4 5
+      const __m256i u01 = _mm256_unpackhi_epi32(p[0], p[1]), u23 = _mm256_unpackhi_epi32(p[2], p[3]);  // rows 2 3 | 6 7
+      const __m256i rows[4] = {_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23),
+                               _mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23)};  // rows i | i + 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(rows[i]));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(rows[i], 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i) * width + 4 * q0), _mm256_mullo_epi16(lo, w));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i + 4) * width + 4 * q0), _mm256_mullo_epi16(hi, w));
+      }
+    }
+  for (std::int64_t row = a0; row < a1; ++row)
+    for (std::int64_t q = row < a ? grouped : 0; q < pairs; ++q)
+      for (int c = 0; c < 4; ++c)
+        coef[row * width + 4 * q + c] = static_cast<std::int16_t>(dk[q] * a_of[q][row * 4 + c]);
+}
+
 void update_avx2(const UpdateArgs& g) {
   static const UpdateTileFn tiles[4] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
   run_update_tiles(g, 4, 16, tiles);

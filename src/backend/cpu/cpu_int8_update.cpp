@@ -70,9 +70,23 @@ void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, c
         col[j - j0] = blocks[t.k] + n * r + t.c;
         dk[j - j0] = present ? d[t.k] : 0;
       }
+      // Rank 4: the block's whole pairs by the level's vector kernel where it has one (a pair's four
+      // terms are consecutive, and blocks start at a pair's first).
+      std::int64_t done = 0;
+      if (r == 4) {
+        const std::int8_t* a_of[kBlock / 4];
+        std::int16_t d_of[kBlock / 4];
+        const std::int64_t pairs = (std::min(j1, n_terms) - j0) / 4;
+        for (std::int64_t q = 0; q < pairs; ++q) {
+          a_of[q] = col[4 * q];
+          d_of[q] = dk[4 * q];
+        }
+        if (detail::pack_coef_rank4_dispatch(a_of, d_of, pairs, a0, a1, width, coef + j0)) done = 4 * pairs;
+      }
       for (std::int64_t a = a0; a < a1; ++a) {
         std::int16_t* out = coef + a * width;
-        for (std::int64_t j = j0; j < j1; ++j) out[j] = static_cast<std::int16_t>(dk[j - j0] * col[j - j0][a * r]);
+        for (std::int64_t j = j0 + done; j < j1; ++j)
+          out[j] = static_cast<std::int16_t>(dk[j - j0] * col[j - j0][a * r]);
       }
     }
   }
