@@ -50,8 +50,9 @@ std::string shape_string(const Shape& shape) {
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) {
-    check(d >= 0, "negative dimension in shape ", shape_string(shape));
-    check(d == 0 || n <= (std::int64_t{1} << 40) / d, "shape ", shape_string(shape), " is too large");
+    // (the messages are made only on failure: every tensor's construction passes here)
+    if (d < 0) throw_error("negative dimension in shape ", shape_string(shape));
+    if (d != 0 && n > (std::int64_t{1} << 40) / d) throw_error("shape ", shape_string(shape), " is too large");
     n *= d;
   }
   return n;
@@ -108,7 +109,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
 
 void Tensor::reshape(Shape shape) {
   auto n = shape_numel(shape);
-  check(n == numel_, "cannot reshape ", shape_string(shape_), " to ", shape_string(shape));
+  if (n != numel_) throw_error("cannot reshape ", shape_string(shape_), " to ", shape_string(shape));
   shape_ = std::move(shape);
 }
 

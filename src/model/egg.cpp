@@ -102,8 +102,9 @@ Tensor EggModel::step(ForwardContext& ctx, const std::vector<std::int32_t>& toke
   for (std::int64_t l = 0; l < spec_.layers; ++l) {
     const std::string b = block(l);
     Tensor& h = state[l];
-    check(h.dtype() == DType::i8 && h.dim(0) == rows && h.dim(1) == spec_.width, "egg step: state of layer ", l,
-          " has shape ", shape_string(h.shape()), ", expected (", rows, ", ", spec_.width, ")");
+    if (h.dtype() != DType::i8 || h.dim(0) != rows || h.dim(1) != spec_.width)
+      throw_error("egg step: state of layer ", l, " has shape ", shape_string(h.shape()), ", expected (", rows, ", ",
+                  spec_.width, ")");
     Tensor a = ql1_norm(ctx, x, params_.at(b + "ln1.weight"));
     x = gru(ctx, l, a, h, x, tokens);  // x + GRU(LN1(x)), the residual
     if (stats) (*stats)[2 * l] = layer_stats(h);

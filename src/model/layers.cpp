@@ -5,7 +5,7 @@ namespace eggroll {
 namespace {
 
 void check_rows(const ForwardContext& ctx, const Tensor& x, const char* op) {
-  check(x.ndim() == 2, op, ": input must be 2-D (rows, features), got ", shape_string(x.shape()));
+  if (x.ndim() != 2) throw_error(op, ": input must be 2-D (rows, features), got ", shape_string(x.shape()));
   if (ctx.shared_input)
     check(x.dim(0) == ctx.rows_per_member, op, ": a shared input has ", x.dim(0), " rows, expected the ",
           ctx.rows_per_member, " rows every member reads");
@@ -48,8 +48,9 @@ void mul_vector(ForwardContext& ctx, const Param& v, Tensor& y) {
 
 Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x) {
   check_rows(ctx, x, "linear");
-  check(x.dim(1) == w.cols(), "linear '", w.name, "': input has ", x.dim(1), " features, the weight ",
-        shape_string(w.value.shape()), " expects ", w.cols());
+  if (x.dim(1) != w.cols())
+    throw_error("linear '", w.name, "': input has ", x.dim(1), " features, the weight ", shape_string(w.value.shape()),
+                " expects ", w.cols());
   if (ctx.shared_input) {
     check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
     Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), w.rows()});

@@ -13,8 +13,9 @@ MemberRows batch_of(const ForwardContext& ctx, const Tensor& x) {
 }
 
 void check_input(const ForwardContext& ctx, const Tensor& x, std::int64_t features, const char* op, const Param* p) {
-  check(x.dtype() == DType::i8 && x.ndim() == 2, op, ": expected an int8 (rows, features) input, got ",
-        dtype_name(x.dtype()), " ", shape_string(x.shape()));
+  if (x.dtype() != DType::i8 || x.ndim() != 2)
+    throw_error(op, ": expected an int8 (rows, features) input, got ", dtype_name(x.dtype()), " ",
+                shape_string(x.shape()));
   check(x.dim(1) == features, op, " '", p ? p->name : "", "': input has ", x.dim(1), " features, expected ", features);
   if (ctx.view)
     check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.batch().rows());
@@ -42,9 +43,9 @@ Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const T
   Tensor y = Tensor::uninitialized(DType::i8, {x.dim(0), w.rows()});
   QAddend add;
   if (b) {
-    check(b->dtype() == DType::i8 && b->shape() == y.shape(), "qlinear '", w.name, "': the added tensor has ",
-          dtype_name(b->dtype()), " ", shape_string(b->shape()), ", expected ", dtype_name(DType::i8), " ",
-          shape_string(y.shape()));
+    if (b->dtype() != DType::i8 || b->shape() != y.shape())
+      throw_error("qlinear '", w.name, "': the added tensor has ", dtype_name(b->dtype()), " ",
+                  shape_string(b->shape()), ", expected ", dtype_name(DType::i8), " ", shape_string(y.shape()));
     add.rows = b->data<std::int8_t>();
   }
   if (bias) {
@@ -89,7 +90,8 @@ Tensor ql1_norm(ForwardContext& ctx, const Tensor& x, const Param& w) {
 
 Tensor qadd(ForwardContext& ctx, const Tensor& a, const Tensor* b, const Param* bias) {
   check_input(ctx, a, a.dim(1), "qadd", bias);
-  if (b) check(b->shape() == a.shape(), "qadd: shapes ", shape_string(a.shape()), " and ", shape_string(b->shape()), " differ");
+  if (b && b->shape() != a.shape())
+    throw_error("qadd: shapes ", shape_string(a.shape()), " and ", shape_string(b->shape()), " differ");
   Tensor y = Tensor::uninitialized(DType::i8, a.shape());
   VectorRows v = bias ? vector_rows(ctx, *bias) : VectorRows{nullptr, 0};
   if (bias) check(bias->value.numel() == a.dim(1), "qadd: bias '", bias->name, "' has ", bias->value.numel(),
