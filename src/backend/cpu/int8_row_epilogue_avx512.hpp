@@ -33,6 +33,15 @@ void ensure_size(std::vector<T>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
 }
 
+// This thread's buffer `Which` of T, kept between calls and grown by ensure_size, never cleared:
+// every value is written before it is read. (Made and freed with each call, the epilogue's buffers
+// cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
+template <typename T, int Which>
+std::vector<T>& kept_buffer() {
+  thread_local std::vector<T> v;
+  return v;
+}
+
 // Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
 // the member's low-rank correction first when the member is perturbed.
 class RowEpilogue {
@@ -380,18 +389,20 @@ class RowEpilogue {
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
-  std::vector<std::int8_t> bt_;     // B^T of the factor block bt_of_ (xb_transposed)
+  // B^T of the factor block bt_of_ (xb_transposed)
+  std::vector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
-  std::vector<std::int32_t> a_sum_;  // sums of A's rows for the factor block a_sum_of_ (a_sums)
+  // sums of A's rows for the factor block a_sum_of_ (a_sums)
+  std::vector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
   const std::int8_t* a_sum_of_ = nullptr;
   RankLanes lanes_;
   // A fused block's rows: their factors and x . B (zero past the rank), and A as int16 pairs per
   // factor block met (fused_pair_rows).
   MemberFactors block_mf_[kRowBlock];
   alignas(16) std::int32_t xb_[kRowBlock][8] = {};
-  std::vector<std::int16_t> a16_;
-  std::vector<std::int32_t> a32_;  // the fused rank-1 rows' A as int32
+  std::vector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
+  std::vector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
 };
 
 }  // namespace eggroll::cpu_int8::detail
