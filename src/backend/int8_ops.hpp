@@ -103,8 +103,10 @@ struct QmmArgs {
 // the +128 offset's correction -128 sum_k W[a][k] (cpu_int8_avx512.cpp).
 struct PackedW final : QPacked {
   std::int64_t m = 0, n = 0;
-  std::vector<std::int8_t> wp;
-  std::vector<std::int32_t> bias;
+  // Left unset when made (the pack writes every value): a view packs each matrix once per epoch,
+  // and clearing the buffers first cost more than packing them.
+  std::unique_ptr<std::int8_t[]> wp;
+  std::unique_ptr<std::int32_t[]> bias;
 };
 std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w);
 

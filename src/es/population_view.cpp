@@ -238,10 +238,18 @@ std::int64_t PopulationView::cached_bytes() const {
 }
 
 const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    const auto it = qpacked_.find(w.id);
+    if (it != qpacked_.end()) return it->second.get();
+  }
+  // Packed outside the lock: threads that meet the matrix first at the same time each pack it (the
+  // same bytes; the first kept), as plain inference packs it in every call, instead of all but
+  // one sleeping on the lock (on a virtual machine the wake-up alone took several percent of a
+  // small model's forward).
+  std::shared_ptr<const QPacked> packed = backend.qpack(w.rows(), w.cols(), w.value.data<std::int8_t>());
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  auto it = qpacked_.find(w.id);
-  if (it == qpacked_.end()) it = qpacked_.emplace(w.id, backend.qpack(w.rows(), w.cols(), w.value.data<std::int8_t>())).first;
-  return it->second.get();
+  return qpacked_.try_emplace(w.id, std::move(packed)).first->second.get();
 }
 
 void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {

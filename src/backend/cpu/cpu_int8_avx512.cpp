@@ -214,8 +214,8 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
     ensure_size(p.bias, p.m_blocks * 16);
   }
-  const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
-  const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
+  const std::int8_t* wp = prepacked ? g.packed->wp.get() : p.wp.data();
+  const std::int32_t* bias = prepacked ? g.packed->bias.get() : p.bias.data();
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     if (!prepacked) {
@@ -299,9 +299,9 @@ std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, 
   const std::int64_t n_groups = (n + 3) / 4, m_blocks = (m + 15) / 16;
   out->m = m;
   out->n = n;
-  out->wp.resize(static_cast<std::size_t>(m_blocks * n_groups * 64));
-  out->bias.resize(static_cast<std::size_t>(m_blocks * 16));
-  for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.data(), out->bias.data(), blk);
+  out->wp = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m_blocks * n_groups * 64));
+  out->bias = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m_blocks * 16));
+  for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.get(), out->bias.get(), blk);
   return out;
 }
 
