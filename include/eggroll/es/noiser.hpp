@@ -163,7 +163,12 @@ class PopulationView {
   Caches<std::uint32_t> bits_;
   Caches<std::int8_t> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
-  std::map<std::uint64_t, std::shared_ptr<const QPacked>> qpacked_;
+  // A packed matrix (qpacked): one thread packs it (state kFilling), the others wait for kPresent.
+  struct Packing {
+    std::atomic<std::uint8_t> state{0};
+    std::shared_ptr<const QPacked> packed;
+  };
+  std::map<std::uint64_t, Packing> qpacked_;
   mutable std::recursive_mutex mutex_;
 };
 
