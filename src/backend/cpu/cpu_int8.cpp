@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "backend/cpu/cpu_parallel.hpp"
@@ -168,7 +169,9 @@ void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int
           f.n, ") at rank ", f.rank, " shift ", f.shift, ", expected (", m, ", ", n, ") at rank >= 1, shift 0 .. 62");
   if (batch.rows() == 0 || m == 0) return;
   // packed weights of another backend or level are not this kernel's layout: pack W again then
-  const auto* pw = dynamic_cast<const detail::PackedW*>(packed);
+  // (PackedW is final: comparing the type is exact, and cheaper than a dynamic_cast in every call)
+  const auto* pw = packed != nullptr && typeid(*packed) == typeid(detail::PackedW)
+                       ? static_cast<const detail::PackedW*>(packed) : nullptr;
   if (pw != nullptr)
     check(pw->m == m && pw->n == n, "qmm: packed weights are for (", pw->m, ", ", pw->n, "), expected (", m, ", ", n, ")");
   QFactors none;
