@@ -37,14 +37,14 @@ struct Packed {
   std::int64_t n_groups = 0;    // k in groups of 4: ceil(n / 4)
   std::int64_t x_stride = 0;    // row stride of xu: n rounded up to 64
   std::int64_t m_blocks = 0;    // outputs in blocks of 16: ceil(m / 16)
-  std::vector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
-  std::vector<std::int8_t>& wp;     // W as PackedW::wp (int8_ops.hpp), zero padded, unless given one
-  std::vector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
+  KernelVector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
+  KernelVector<std::int8_t>& wp;     // W as PackedW::wp (int8_ops.hpp), zero padded, unless given one
+  KernelVector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
 template <typename T>
-std::vector<T>& thread_scratch(int which) {
-  thread_local std::vector<T> buffers[2];
+KernelVector<T>& thread_scratch(int which) {
+  thread_local KernelVector<T> buffers[2];
   return buffers[which];
 }
 
@@ -214,8 +214,8 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
     ensure_size(p.bias, p.m_blocks * 16);
   }
-  const std::int8_t* wp = prepacked ? g.packed->wp.get() : p.wp.data();
-  const std::int32_t* bias = prepacked ? g.packed->bias.get() : p.bias.data();
+  const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
+  const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     if (!prepacked) {
@@ -232,7 +232,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
-    std::vector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
+    KernelVector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
     PairRow fused_pair[kRowBlock];
@@ -299,9 +299,9 @@ std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, 
   const std::int64_t n_groups = (n + 3) / 4, m_blocks = (m + 15) / 16;
   out->m = m;
   out->n = n;
-  out->wp = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m_blocks * n_groups * 64));
-  out->bias = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m_blocks * 16));
-  for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.get(), out->bias.get(), blk);
+  out->wp.resize(static_cast<std::size_t>(m_blocks * n_groups * 64));
+  out->bias.resize(static_cast<std::size_t>(m_blocks * 16));
+  for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.data(), out->bias.data(), blk);
   return out;
 }
 

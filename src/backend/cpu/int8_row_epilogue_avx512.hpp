@@ -28,8 +28,8 @@ constexpr int kColBlocks = 4;
 constexpr std::int64_t kRowBlock = 8 * kRowTile;
 
 // Grows v to at least n values (never shrinks, so a reused buffer is not cleared again).
-template <typename T>
-void ensure_size(std::vector<T>& v, std::int64_t n) {
+template <typename Vector>
+void ensure_size(Vector& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
 }
 
@@ -37,8 +37,8 @@ void ensure_size(std::vector<T>& v, std::int64_t n) {
 // every value is written before it is read. (Made and freed with each call, the epilogue's buffers
 // cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
 template <typename T, int Which>
-std::vector<T>& kept_buffer() {
-  thread_local std::vector<T> v;
+KernelVector<T>& kept_buffer() {
+  thread_local KernelVector<T> v;
   return v;
 }
 
@@ -390,19 +390,19 @@ class RowEpilogue {
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
   // B^T of the factor block bt_of_ (xb_transposed)
-  std::vector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
+  KernelVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
   // sums of A's rows for the factor block a_sum_of_ (a_sums)
-  std::vector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
+  KernelVector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
   const std::int8_t* a_sum_of_ = nullptr;
   RankLanes lanes_;
   // A fused block's rows: their factors and x . B (zero past the rank), and A as int16 pairs per
   // factor block met (fused_pair_rows).
   MemberFactors block_mf_[kRowBlock];
   alignas(16) std::int32_t xb_[kRowBlock][8] = {};
-  std::vector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
-  std::vector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
+  KernelVector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
+  KernelVector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
 };
 
 }  // namespace eggroll::cpu_int8::detail
