@@ -3,11 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "eggroll/backend/backend.hpp"
+#include "eggroll/core/unset_vector.hpp"
 
 namespace eggroll::cpu {
 class LineQueue;
@@ -100,36 +100,14 @@ struct QmmArgs {
   const PackedW* packed = nullptr;  // W packed for the AVX-512 level, or null
 };
 
-// Vectors for the kernels' operands: 64-byte aligned, so that a 64-byte load never spans two cache
-// lines (malloc aligns to 16 only; whether a buffer landed on a line boundary changed from process
-// to process, and a forward with misaligned packed weights ran 1.5 times as long), and left unset
-// by resize (every value is written before it is read).
-template <typename T>
-struct KernelAllocator {
-  using value_type = T;
-  KernelAllocator() = default;
-  template <typename U>
-  KernelAllocator(const KernelAllocator<U>&) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, std::size_t n) { ::operator delete(p, n * sizeof(T), std::align_val_t{64}); }
-  template <typename U>
-  void construct(U* p) {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U>
-  bool operator==(const KernelAllocator<U>&) const { return true; }
-};
-template <typename T>
-using KernelVector = std::vector<T, KernelAllocator<T>>;
-
 // W packed for the AVX-512 VNNI qmm: (m_blocks, n_groups, 16, 4) bytes W[16 b + l][4 g + q] and
 // the +128 offset's correction -128 sum_k W[a][k] (cpu_int8_avx512.cpp).
 struct PackedW final : QPacked {
   std::int64_t m = 0, n = 0;
   // Left unset when made (the pack writes every value): a view packs each matrix once per epoch,
   // and clearing the buffers first cost more than packing them.
-  KernelVector<std::int8_t> wp;
-  KernelVector<std::int32_t> bias;
+  UnsetVector<std::int8_t> wp;
+  UnsetVector<std::int32_t> bias;
 };
 std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w);
 

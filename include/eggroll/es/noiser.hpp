@@ -16,6 +16,7 @@
 
 #include "eggroll/backend/backend.hpp"
 #include "eggroll/core/tensor.hpp"
+#include "eggroll/core/unset_vector.hpp"
 #include "eggroll/es/shaping.hpp"
 #include "eggroll/io/config.hpp"
 #include "eggroll/model/params.hpp"
@@ -25,24 +26,11 @@ namespace eggroll {
 
 class Noiser;
 
-// Vectors whose resize leaves the values unset (a view's cache fills every value right after;
-// clearing a buffer of the whole population's factors first would double its memory traffic).
+// A view's noise caches: left unset by resize (the cache fills every value right after; clearing a
+// buffer of the whole population's factors first would double its memory traffic), and aligned
+// for the kernels' loads (UnsetVector).
 template <typename T>
-struct UnsetAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = UnsetAllocator<U>;
-  };
-  UnsetAllocator() = default;
-  template <typename U>
-  UnsetAllocator(const UnsetAllocator<U>&) {}
-  template <typename U>
-  void construct(U* p) {
-    ::new (static_cast<void*>(p)) U;
-  }
-};
-template <typename T>
-using NoiseValues = std::vector<T, UnsetAllocator<T>>;
+using NoiseValues = UnsetVector<T>;
 
 // The memory of finished views' noise caches, kept by their noiser for the next views: an
 // epoch's views ask for the same sizes as the last epoch's, and fresh memory costs a page fault

@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu_float.hpp"
 #include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/cpu/line_queue.hpp"
+#include "eggroll/core/unset_vector.hpp"
 
 namespace eggroll::cpu_float_lowrank {
 
@@ -48,8 +49,8 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows = batch.rows_per_member;
   // Rank > 1: each member's A (m, r) transposed to (r, m), so the product below reads contiguous
   // values (the same values, in the same order, as the fused store's).
-  std::vector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
-  std::vector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
+  UnsetVector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
+  UnsetVector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
   std::vector<float> xb(static_cast<std::size_t>(rows * r)), scale(static_cast<std::size_t>(r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
@@ -124,13 +125,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       next->add(block, (whole_blocks ? block_floats : n * r) * 4);
       queued = block;
     }
-    std::vector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
+    UnsetVector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
     float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch
-    std::vector<float>* at_next = nullptr;
+    UnsetVector<float>* at_next = nullptr;
     std::size_t at_used = 0;
     if (transposed) {  // room for the A^T of every member met in [first, last)
       // this thread's own (the kernel may run inside a parallel region on its calling thread)
-      static thread_local std::vector<float> at_scratch;
+      static thread_local UnsetVector<float> at_scratch;
       at_next = &at_scratch;
       at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
     }

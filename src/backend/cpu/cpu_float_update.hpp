@@ -21,6 +21,7 @@
 
 #include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/cpu/line_queue.hpp"
+#include "eggroll/core/unset_vector.hpp"
 
 namespace eggroll::cpu_float_update {
 
@@ -164,7 +165,7 @@ struct Update {
       const auto tile_row = [&](std::int64_t rt) { return r0 + (r1 - r0) * rt / row_tiles; };
       if (r0 < r1 && c0 < c1) {
         // Where the tiles accumulate: out itself, or this thread's block of out^T.
-        static thread_local std::vector<float> scratch;
+        static thread_local UnsetVector<float> scratch;
         float* dst = out + r0 * n + c0;
         std::int64_t ldd = n;
         if (transposed) {
@@ -174,7 +175,7 @@ struct Update {
           transpose_block(out + c0 * n + r0, n, c1 - c0, r1 - r0, dst, ldd);
         }
         const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
-        std::vector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
+        UnsetVector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
         std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
         // During its tiles the next step's packed lines and its first row tile's broadcast lines

@@ -35,8 +35,8 @@ std::int32_t load_u32(const void* p) {
 // them).
 template <typename T>
 T* thread_buffer(int which, std::int64_t n) {
-  thread_local KernelVector<T> buffers[2];
-  KernelVector<T>& v = buffers[which];
+  thread_local UnsetVector<T> buffers[2];
+  UnsetVector<T>& v = buffers[which];
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   return v.data();
 }

@@ -37,14 +37,14 @@ struct Packed {
   std::int64_t n_groups = 0;    // k in groups of 4: ceil(n / 4)
   std::int64_t x_stride = 0;    // row stride of xu: n rounded up to 64
   std::int64_t m_blocks = 0;    // outputs in blocks of 16: ceil(m / 16)
-  KernelVector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
-  KernelVector<std::int8_t>& wp;     // W as PackedW::wp (int8_ops.hpp), zero padded, unless given one
-  KernelVector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
+  UnsetVector<std::uint8_t>& xu;    // (rows, x_stride): x + 128 as u8, zero padded
+  UnsetVector<std::int8_t>& wp;     // W as PackedW::wp (int8_ops.hpp), zero padded, unless given one
+  UnsetVector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
 template <typename T>
-KernelVector<T>& thread_scratch(int which) {
-  thread_local KernelVector<T> buffers[2];
+UnsetVector<T>& thread_scratch(int which) {
+  thread_local UnsetVector<T> buffers[2];
   return buffers[which];
 }
 
@@ -232,7 +232,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
-    KernelVector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
+    UnsetVector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
     PairRow fused_pair[kRowBlock];

@@ -37,8 +37,8 @@ void ensure_size(Vector& v, std::int64_t n) {
 // every value is written before it is read. (Made and freed with each call, the epilogue's buffers
 // cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
 template <typename T, int Which>
-KernelVector<T>& kept_buffer() {
-  thread_local KernelVector<T> v;
+UnsetVector<T>& kept_buffer() {
+  thread_local UnsetVector<T> v;
   return v;
 }
 
@@ -390,19 +390,19 @@ class RowEpilogue {
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
   // B^T of the factor block bt_of_ (xb_transposed)
-  KernelVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
+  UnsetVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[8] = {};
   // sums of A's rows for the factor block a_sum_of_ (a_sums)
-  KernelVector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
+  UnsetVector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
   const std::int8_t* a_sum_of_ = nullptr;
   RankLanes lanes_;
   // A fused block's rows: their factors and x . B (zero past the rank), and A as int16 pairs per
   // factor block met (fused_pair_rows).
   MemberFactors block_mf_[kRowBlock];
   alignas(16) std::int32_t xb_[kRowBlock][8] = {};
-  KernelVector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
-  KernelVector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
+  UnsetVector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
+  UnsetVector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
 };
 
 }  // namespace eggroll::cpu_int8::detail
