@@ -13,7 +13,15 @@ alone hides it: read the rates. For `--suite lm` the two rate columns are the in
 at the model's shape mix and the population step's member-tokens/s. For `--suite update` and
 `--suite epoch` a second table gives each build's seconds per update (or epoch), every round's:
 an update of a few milliseconds moves its ratio less than the noise of plain inference does.
+
+The host's memory system is shared with other machines, and its load changes over minutes: a
+forward that reads its factors from memory (one row per member) ran 1.5 times as long for minutes
+at a time, in both builds. `--split OPTION` (repeatable, e.g. `--split models --split populations`)
+runs every combination of that option's values in its own pair of processes, A then B, so that
+the two builds of one case are measured minutes apart at most; a third table then lists every
+round's ratio of each case.
 """
+import itertools
 import argparse
 import json
 import os
@@ -38,6 +46,8 @@ def main():
     p.add_argument("--a", required=True, help="the first eggroll binary (the baseline)")
     p.add_argument("--b", required=True, help="the second eggroll binary")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--split", action="append", default=[], metavar="OPTION",
+                   help="an eggroll bench option (models, populations, ...) whose values run in processes of their own")
     p.add_argument("bench_args", nargs=argparse.REMAINDER, help="after --: the arguments of eggroll bench")
     args = p.parse_args()
     bench_args = [a for a in args.bench_args if a != "--"]
@@ -50,19 +60,21 @@ def main():
     order = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for side, binary in (("a", args.a), ("b", args.b)):
-                for rec in run(binary, bench_args, os.path.join(tmp, f"{side}{r}.json")):
-                    if "ratio" not in rec:
-                        continue
-                    k = case_key(rec)
-                    if k not in order:
-                        order.append(k)
-                    ratios[side].setdefault(k, []).append(rec["ratio"])
-                    # the lm suite's records: the GEMM's G MAC/s and the step's member-tokens/s
-                    infer[side].setdefault(k, []).append(rec.get("inference_rows_per_s", rec.get("gemm_gmacs")))
-                    egg[side].setdefault(k, []).append(rec.get("eggroll_rows_per_s", rec.get("member_tokens_per_s")))
-                    if "update_s" in rec or "epoch_s" in rec:
-                        seconds[side].setdefault(k, []).append(rec.get("update_s", rec.get("epoch_s")))
+            for part, part_args in enumerate(split_runs(bench_args, args.split)):
+                for side, binary in (("a", args.a), ("b", args.b)):
+                    for rec in run(binary, part_args, os.path.join(tmp, f"{side}{r}_{part}.json")):
+                        if "ratio" not in rec:
+                            continue
+                        k = case_key(rec)
+                        if k not in order:
+                            order.append(k)
+                        ratios[side].setdefault(k, []).append(rec["ratio"])
+                        # the lm suite's records: the GEMM's G MAC/s and the step's member-tokens/s
+                        infer[side].setdefault(k, []).append(rec.get("inference_rows_per_s", rec.get("gemm_gmacs")))
+                        egg_rate = rec.get("eggroll_rows_per_s", rec.get("member_tokens_per_s"))
+                        egg[side].setdefault(k, []).append(egg_rate)
+                        if "update_s" in rec or "epoch_s" in rec:
+                            seconds[side].setdefault(k, []).append(rec.get("update_s", rec.get("epoch_s")))
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
     print(f"| case ({args.rounds} rounds, medians) | A ratio | B ratio | A inference rows/s | B inference rows/s "
           "| A EGGROLL rows/s | B EGGROLL rows/s |")
@@ -84,6 +96,38 @@ def main():
                 label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
                 print(f"| {label} | {', '.join(f'{x:.4g}' for x in sorted(a))} | "
                       f"{', '.join(f'{x:.4g}' for x in sorted(b))} |")
+    if args.split:
+        print(f"\n| case | A ratio (each round, in order) | B ratio (each round, in order) |")
+        print("|---|---|---|")
+        for k in order:
+            a, b = ratios["a"].get(k), ratios["b"].get(k)
+            if a and b:
+                label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
+                print(f"| {label} | {', '.join(f'{x:.3f}' for x in a)} | {', '.join(f'{x:.3f}' for x in b)} |")
+
+
+def split_runs(bench_args, names):
+    """The bench arguments once per combination of the values of the options in `names`."""
+    if not names:
+        return [bench_args]
+    values = {}
+    for name in names:
+        flag = "--" + name
+        if flag not in bench_args:
+            raise SystemExit(f"--split {name}: the bench arguments have no {flag}")
+        i = bench_args.index(flag) + 1
+        j = i
+        while j < len(bench_args) and not bench_args[j].startswith("--"):
+            j += 1
+        values[flag] = (i, j, bench_args[i:j])
+    runs = []
+    for combo in itertools.product(*(v[2] for v in values.values())):
+        out = list(bench_args)
+        # replace from the last option back, so that earlier positions stay valid
+        for (flag, (i, j, _)), value in sorted(zip(values.items(), combo), key=lambda e: -e[0][1][0]):
+            out[i:j] = [value]
+        runs.append(out)
+    return runs
 
 
 if __name__ == "__main__":
