@@ -1,8 +1,8 @@
 // UnsetVector: a std::vector for buffers that kernels read with wide loads. Its memory is 64-byte
 // aligned, so that a 64-byte load at a multiple of 64 from the start never spans two cache lines
-// (malloc aligns to 16 only, and where a buffer landed changed from process to process: the same
-// forward ran 1.5 times as long in some processes), and resize leaves new values unset, for
-// buffers whose every value is written before it is read (clearing them would cost one more pass).
+// (malloc aligns to 16 only, so where a buffer's lines begin changed from process to process), and
+// resize leaves new values unset, for buffers whose every value is written before it is read
+// (clearing them would cost one more pass over them).
 #pragma once
 #include <cstddef>
 #include <new>
