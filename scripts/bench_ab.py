@@ -80,7 +80,7 @@ def main():
           "| A EGGROLL rows/s | B EGGROLL rows/s |")
     print("|---|---|---|---|---|---|---|")
     for k in order:
-        label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
+        label = label_of(k)
         a, b = ratios["a"].get(k), ratios["b"].get(k)
         if not a or not b:
             continue
@@ -88,22 +88,24 @@ def main():
               f"{statistics.median(infer['a'][k]):.4g} | {statistics.median(infer['b'][k]):.4g} | "
               f"{statistics.median(egg['a'][k]):.4g} | {statistics.median(egg['b'][k]):.4g} |")
     if any(seconds["a"].values()):
-        print(f"\n| case | A seconds (each round, sorted) | B seconds (each round, sorted) |")
-        print("|---|---|---|")
-        for k in order:
-            a, b = seconds["a"].get(k), seconds["b"].get(k)
-            if a and b:
-                label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
-                print(f"| {label} | {', '.join(f'{x:.4g}' for x in sorted(a))} | "
-                      f"{', '.join(f'{x:.4g}' for x in sorted(b))} |")
+        print_rounds(order, seconds, "seconds (each round, sorted)", "{:.4g}", sort=True)
     if args.split:
-        print(f"\n| case | A ratio (each round, in order) | B ratio (each round, in order) |")
-        print("|---|---|---|")
-        for k in order:
-            a, b = ratios["a"].get(k), ratios["b"].get(k)
-            if a and b:
-                label = f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
-                print(f"| {label} | {', '.join(f'{x:.3f}' for x in a)} | {', '.join(f'{x:.3f}' for x in b)} |")
+        print_rounds(order, ratios, "ratio (each round, in order)", "{:.3f}", sort=False)
+
+
+def label_of(k):
+    return f"{k[0]} {k[1]} N={k[2]} r={k[3]} R={k[4]} {k[5]}"
+
+
+def print_rounds(order, values, what, fmt, sort):
+    """A table of every round's value of each case, A's and B's."""
+    print(f"\n| case | A {what} | B {what} |")
+    print("|---|---|---|")
+    for k in order:
+        a, b = values["a"].get(k), values["b"].get(k)
+        if a and b:
+            a, b = (sorted(a), sorted(b)) if sort else (a, b)
+            print(f"| {label_of(k)} | {', '.join(fmt.format(x) for x in a)} | {', '.join(fmt.format(x) for x in b)} |")
 
 
 def split_runs(bench_args, names):
