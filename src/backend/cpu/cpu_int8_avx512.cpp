@@ -42,12 +42,6 @@ struct Packed {
   UnsetVector<std::int32_t>& bias;  // (16 m_blocks): -128 * sum_k W[a][k], undoing the +128 on x
 };
 
-template <typename T>
-UnsetVector<T>& thread_scratch(int which) {
-  thread_local UnsetVector<T> buffers[2];
-  return buffers[which];
-}
-
 // W (m, n) -> one packed block of 16 outputs and its +128 offset correction. Whole k-groups are
 // loaded 16 at a time and transposed (lane l of group g = W[16 blk + l][4 g .. 4 g + 3]); a partial
 // last group is copied bytewise.
@@ -206,8 +200,8 @@ struct FusedTile {
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
 void qmm_avx512_vnni(const QmmArgs& g) {
   const std::int64_t rows = g.batch.rows();
-  Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, thread_scratch<std::uint8_t>(0),
-           thread_scratch<std::int8_t>(0), thread_scratch<std::int32_t>(0)};
+  Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, kept_buffer<std::uint8_t, 0>(),
+           kept_buffer<std::int8_t, 1>(), kept_buffer<std::int32_t, 2>()};
   ensure_size(p.xu, rows * p.x_stride);
   const bool prepacked = g.packed != nullptr;  // W packed once by qpack for many calls
   if (!prepacked) {
@@ -232,7 +226,7 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m64);
-    UnsetVector<std::int32_t>& acc = thread_scratch<std::int32_t>(1);  // this team thread's own
+    UnsetVector<std::int32_t>& acc = kept_buffer<std::int32_t, 3>();  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     FusedRow fused[kRowBlock];
     PairRow fused_pair[kRowBlock];
