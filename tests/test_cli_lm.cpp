@@ -3,8 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "support/test_support.hpp"
 
@@ -47,6 +50,19 @@ TEST(CliLanguageModel, TrainEvalAndSample) {
   EXPECT_EQ(run_cli("sample " + ck + " --prompt fortune --bytes 20 --seed 3").output, r.output) << "same seed, same text";
   r = run_cli("sample " + ck + " --temperature -1");
   EXPECT_NE(r.exit_code, 0);
+  // A byte-level model may write bytes that are not UTF-8 (near-uniform draws at temperature 100):
+  // the JSON stays valid, "bytes" keeps each byte as it is.
+  const fs::path json = tmp.path() / "sample.json";
+  r = run_cli("sample " + ck + " --bytes 64 --seed 5 --temperature 100 --json " + json.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::string bytes;
+  for (unsigned b : j.at("bytes")) bytes.push_back(static_cast<char>(b));
+  EXPECT_EQ(r.output, bytes + "\n");
+  EXPECT_TRUE(std::any_of(bytes.begin(), bytes.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+      << "the draw has no byte past ASCII: the test needs another seed";
+  EXPECT_THAT(j.at("text").get<std::string>(), HasSubstr("\xEF\xBF\xBD"));  // U+FFFD
 }
 
 TEST(CliLanguageModel, MetricsCarryTheIntegerUpdateFigures) {

@@ -1,5 +1,6 @@
 // eggroll sample: text from a language-model checkpoint.
 #include <cstdio>
+#include <vector>
 
 #include "commands.hpp"
 #include "eggroll/backend/backend.hpp"
@@ -26,7 +27,10 @@ int sample(const SampleArgs& args) {
   const std::string text = egg_sample(dynamic_cast<EggModel&>(*model), *backend, args.prompt, args.bytes,
                                       args.temperature, args.seed);
   std::printf("%s%s\n", args.prompt.c_str(), text.c_str());
-  if (!args.json.empty()) write_json(args.json, {{"prompt", args.prompt}, {"text", text}});
+  if (!args.json.empty())  // "text" with any non-UTF-8 byte as U+FFFD; "bytes" has every byte as it is
+    write_json(args.json, {{"prompt", args.prompt},
+                           {"text", text},
+                           {"bytes", std::vector<unsigned>(text.begin(), text.end())}});
   return 0;
 }
 

@@ -25,7 +25,8 @@ Config load_run_config_text(const std::string& text, const std::string& source) 
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-  const std::string text = j.dump(2) + "\n";
+  // bytes that are not UTF-8 (a byte-level model may write any) become U+FFFD, not an error
+  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return;

@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
   s->add_option("--temperature", sample_args.temperature, "Sampling temperature (0 = most likely byte; default 1)")
       ->check(CLI::Range(0.0, 100.0));
   s->add_option("--seed", sample_args.seed, "Seed of the sampling draws");
-  s->add_option("--json", sample_args.json, "Write the text as JSON to FILE (- for standard output)")
+  s->add_option("--json", sample_args.json,
+                "Write the text as JSON to FILE (- for standard output): \"text\" with any byte that is not "
+                "UTF-8 as U+FFFD, \"bytes\" every byte as a number")
       ->check(kJsonOutput);
 
   std::string plot_dir, plot_out, plot_json;
