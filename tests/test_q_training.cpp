@@ -12,6 +12,7 @@
 #include "eggroll/es/strategy.hpp"
 #include "eggroll/model/egg.hpp"
 #include "eggroll/model/qlayers.hpp"
+#include "eggroll/model/weight_packs.hpp"
 #include "eggroll/quant/qmath.hpp"
 #include "eggroll/train/trainer.hpp"
 #include "support/test_support.hpp"
@@ -140,6 +141,36 @@ TEST(QEggroll, LinearWithAddendIsLinearThenAddAndRefusesBadShapes) {
   const Tensor wrong = random_int8({population, m + 1}, 9);
   EXPECT_THAT([&] { qlinear_add(ctx, w, x, &wrong, nullptr); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("the added tensor has i8 (6, 10), expected i8 (6, 9)")));
+}
+
+// Weights packed once (WeightPacks) give what packing them in every call gives, from several
+// threads at once, and a pack never serves another store's matrix of the same name.
+TEST(QEggroll, WeightPacksGiveThePerCallResult) {
+  auto backend = make_backend(BackendKind::cpu);
+  const std::int64_t m = 40, n = 200, rows = 37;
+  ParamStore one, two;
+  one.add("w", ParamKind::matrix, random_int8({m, n}, 11));
+  two.add("w", ParamKind::matrix, random_int8({m, n}, 12));
+  const Tensor x = random_int8({rows, n}, 13);
+  auto plain = [&](const ParamStore& s, WeightPacks* packs) {
+    ForwardContext ctx{*backend};
+    ctx.packs = packs;
+    return qlinear(ctx, s.at("w"), x);
+  };
+  const Tensor want_one = plain(one, nullptr), want_two = plain(two, nullptr);
+  WeightPacks packs;
+  constexpr int kThreads = 4;
+  std::vector<Tensor> got(kThreads);
+#pragma omp parallel for num_threads(kThreads)
+  for (int t = 0; t < kThreads; ++t) got[t] = plain(t % 2 ? two : one, &packs);
+  for (int t = 0; t < kThreads; ++t) {
+    const Tensor& want = t % 2 ? want_two : want_one;
+    EXPECT_EQ(0, std::memcmp(got[t].data<std::int8_t>(), want.data<std::int8_t>(), static_cast<std::size_t>(rows * m)))
+        << "thread " << t;
+  }
+  EXPECT_EQ(2u, packs.size());
+  packs.clear();
+  EXPECT_EQ(0u, packs.size());
 }
 
 // Under random fitness about alpha_t of the weights move; the threshold grows with sqrt(pairs).

@@ -76,10 +76,13 @@ class ForwardRunner {
     odd_.resize(inputs_.size());
   }
 
-  // Plain batched inference of the unperturbed model on members' rows [0, members * R).
+  // Plain batched inference of the unperturbed model on members' rows [0, members * R), its weights
+  // packed once per call (WeightPacks) as the perturbed forward's view packs them once.
   void inference(std::int64_t members) {
+    WeightPacks packs;
     over_member_chunks(members, chunk_, [&](std::int64_t, std::int64_t count, int t) {
       ForwardContext ctx{backend_};
+      ctx.packs = &packs;
       model_.forward(ctx, input(count, t));
     });
   }
@@ -369,6 +372,7 @@ LmGemm lm_gemm(Backend& backend, std::int64_t rows, int reps, double peak, nlohm
       ys.emplace_back(DType::i8, eggroll::Shape{rows, s.m});
     }
     const Tensor w = random_input(DType::i8, s.m, s.n, 12);
+    const std::shared_ptr<const QPacked> packed = backend.qpack(s.m, s.n, w.data<std::int8_t>());  // as a model's
     const double sec = interleaved_medians({[&] {
                                               over_member_chunks(rows * omp_get_max_threads(), rows,
                                                                  [&](std::int64_t, std::int64_t, int t) {
@@ -376,7 +380,8 @@ LmGemm lm_gemm(Backend& backend, std::int64_t rows, int reps, double peak, nlohm
                                                                                xs[t].data<std::int8_t>(),
                                                                                w.data<std::int8_t>(),
                                                                                QFactors{s.m, s.n, 1, nullptr, nullptr, 0},
-                                                                               ys[t].data<std::int8_t>());
+                                                                               ys[t].data<std::int8_t>(), {},
+                                                                               packed.get());
                                                                  });
                                             }},
                                            reps)[0];

@@ -237,34 +237,7 @@ std::int64_t PopulationView::cached_bytes() const {
   return n;
 }
 
-const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) {
-  Packing* entry = nullptr;
-  {
-    std::lock_guard<std::recursive_mutex> lock(mutex_);
-    entry = &qpacked_[w.id];  // std::map nodes stay where they are
-  }
-  // One thread packs; the others wait for it by polling, not on a lock: a thread put to sleep
-  // on a lock woke tens of microseconds after the pack (several percent of a small model's forward
-  // on a virtual machine). Packing a copy each was slower still on the large model (twice the
-  // bytes, in fresh pages).
-  std::uint8_t was = kEmpty;
-  if (entry->state.compare_exchange_strong(was, kFilling, std::memory_order_acquire)) {
-    try {
-      entry->packed = backend.qpack(w.rows(), w.cols(), w.value.data<std::int8_t>());
-    } catch (...) {
-      entry->state.store(kEmpty, std::memory_order_release);  // a waiting thread then packs it itself
-      throw;
-    }
-    entry->state.store(kPresent, std::memory_order_release);
-    return entry->packed.get();
-  }
-  while (true) {
-    was = entry->state.load(std::memory_order_acquire);
-    if (was == kPresent) return entry->packed.get();
-    if (was == kEmpty) return qpacked(w, backend);
-    std::this_thread::yield();
-  }
-}
+const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) { return packs_.qpacked(w, backend); }
 
 void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {
   if (n <= 0) return;

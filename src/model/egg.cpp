@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eggroll/model/weight_packs.hpp"
 #include "eggroll/noise/noise.hpp"
 #include "eggroll/quant/qmath.hpp"
 
@@ -121,7 +122,9 @@ std::string egg_sample(EggModel& model, Backend& backend, const std::string& pro
                        double temperature, std::uint64_t seed) {
   check(temperature >= 0 && std::isfinite(temperature), "temperature = ", temperature, ": expected a finite value >= 0");
   check(n_bytes >= 0, "bytes = ", n_bytes, ": expected >= 0");
+  WeightPacks packs;  // one row per step: packing the weights in every step would cost more than the step
   ForwardContext ctx{backend};
+  ctx.packs = &packs;
   std::vector<Tensor> state;
   for (std::int64_t l = 0; l < model.spec().layers; ++l) state.emplace_back(DType::i8, Shape{1, model.spec().width});
   std::vector<std::int32_t> token{0};

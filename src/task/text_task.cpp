@@ -8,6 +8,7 @@
 
 #include "eggroll/io/text_baselines.hpp"
 #include "eggroll/io/text_corpus.hpp"
+#include "eggroll/model/weight_packs.hpp"
 #include "eggroll/model/egg.hpp"
 #include "task/builtin_tasks.hpp"
 
@@ -175,7 +176,9 @@ std::map<std::string, double> TextTask::evaluate_unperturbed(Model& model, Backe
   EggModel& egg = as_egg(model);
   const std::int64_t streams = std::max<std::int64_t>(1, std::min<std::int64_t>(eval_streams_, static_cast<std::int64_t>(val_.size()) / 2));
   const std::int64_t seg = static_cast<std::int64_t>(val_.size()) / streams;
+  WeightPacks packs;  // the weights packed once for every step
   ForwardContext ctx{backend};
+  ctx.packs = &packs;
   std::vector<Tensor> state;
   for (std::int64_t l = 0; l < egg.spec().layers; ++l) state.emplace_back(DType::i8, Shape{streams, egg.spec().width});
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(streams)), targets(tokens.size()), ll(tokens.size());

@@ -61,7 +61,8 @@ struct QAddend {
 };
 
 // A weight matrix in a backend's own layout for its qmm (Backend::qpack), for callers that run
-// many qmm calls on unchanged weights: a population view keeps one per matrix for its epoch.
+// many qmm calls on unchanged weights (WeightPacks: a population view keeps one per matrix for
+// its epoch).
 class QPacked {
  public:
   virtual ~QPacked() = default;

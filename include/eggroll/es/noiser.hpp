@@ -20,6 +20,7 @@
 #include "eggroll/es/shaping.hpp"
 #include "eggroll/io/config.hpp"
 #include "eggroll/model/params.hpp"
+#include "eggroll/model/weight_packs.hpp"
 #include "eggroll/noise/noise.hpp"
 
 namespace eggroll {
@@ -151,12 +152,7 @@ class PopulationView {
   Caches<std::uint32_t> bits_;
   Caches<std::int8_t> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
-  // A packed matrix (qpacked): one thread packs it (state kFilling), the others wait for kPresent.
-  struct Packing {
-    std::atomic<std::uint8_t> state{0};
-    std::shared_ptr<const QPacked> packed;
-  };
-  std::map<std::uint64_t, Packing> qpacked_;
+  WeightPacks packs_;  // qpacked
   mutable std::recursive_mutex mutex_;
 };
 
@@ -176,6 +172,9 @@ struct ForwardContext {
   // have members x rows_per_member rows. Tasks set it only for models that accept it
   // (Model::accepts_shared_input), whose first op is a linear layer.
   bool shared_input = false;
+  // Packed weights for the matmuls of unperturbed parameters (all of them without a view), kept
+  // across calls; null: a view's own, or packed within each call without one.
+  WeightPacks* packs = nullptr;
   std::int64_t members() const { return !view ? 0 : (n_members < 0 ? view->size() - member_begin : n_members); }
   // The global index of the context's j-th member.
   std::int64_t member(std::int64_t j) const { return view->begin() + member_begin + j; }

@@ -1,0 +1,47 @@
+// WeightPacks: weight matrices in a backend's own layout (Backend::qpack), made once for a run of
+// forward passes over weights that do not change, instead of once per matmul call.
+//
+// A population view keeps one for its epoch; a caller that runs the unperturbed model many times
+// (sampling token by token, evaluation, a benchmark's plain inference) gives one to its
+// ForwardContext. The packs stay valid while the parameters' values do: after changing a
+// parameter (an update, a loaded checkpoint), clear() the packs or make new ones.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "eggroll/backend/backend.hpp"
+#include "eggroll/model/params.hpp"
+
+namespace eggroll {
+
+class WeightPacks {
+ public:
+  WeightPacks() = default;
+  WeightPacks(const WeightPacks&) = delete;
+  WeightPacks& operator=(const WeightPacks&) = delete;
+
+  // Matrix w (int8) in backend's qmm layout, packed on first use and kept; null when the backend
+  // has no layout of its own. Safe to call from several threads: one packs, the others wait.
+  const QPacked* qpacked(const Param& w, Backend& backend);
+  // Forgets every pack (not while another thread is using them).
+  void clear();
+  std::size_t size() const;
+
+ private:
+  // One matrix: one thread packs it (state kFilling), the others wait for kPresent.
+  struct Packing {
+    std::atomic<std::uint8_t> state{0};
+    std::shared_ptr<const QPacked> packed;
+  };
+  // By parameter id and the address of its values: a pack never serves another model's matrix
+  // of the same name.
+  using Key = std::pair<std::uint64_t, const void*>;
+  mutable std::mutex mutex_;
+  std::map<Key, Packing> packs_;
+};
+
+}  // namespace eggroll
