@@ -65,7 +65,8 @@ Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const T
     ctx.view->noiser().qmatmul(ctx, w, x.data<std::int8_t>(), y.data<std::int8_t>(), add);
   else
     ctx.backend.qmm(batch_of(ctx, x), w.rows(), w.cols(), x.data<std::int8_t>(), w.value.data<std::int8_t>(),
-                    QFactors{w.rows(), w.cols(), 1, nullptr, nullptr, 0}, y.data<std::int8_t>(), add, packed_of(ctx, w));
+                    QFactors{w.rows(), w.cols(), 1, nullptr, nullptr, 0}, y.data<std::int8_t>(), add,
+                    packed_of(ctx, w));
   return y;
 }
 

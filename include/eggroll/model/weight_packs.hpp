@@ -29,6 +29,7 @@ class WeightPacks {
   const QPacked* qpacked(const Param& w, Backend& backend);
   // Forgets every pack (not while another thread is using them).
   void clear();
+  // How many matrices it holds.
   std::size_t size() const;
 
  private:
