@@ -17,8 +17,7 @@ const QPacked* WeightPacks::qpacked(const Param& w, Backend& backend) {
   }
   // One thread packs; the others wait for it by polling, not on a lock: a thread put to sleep
   // on a lock woke tens of microseconds after the pack (several percent of a small model's forward
-  // on a virtual machine). Packing a copy each was slower still on the large model (twice the
-  // bytes, in fresh pages).
+  // on a virtual machine). Why one copy and not one per thread: weight_packs.hpp.
   while (true) {
     std::uint8_t was = kEmpty;
     if (entry->state.compare_exchange_strong(was, kFilling, std::memory_order_acquire)) {
