@@ -30,11 +30,14 @@ TEST(Int8Random, UpdateAccumulate) {
   // one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4 with 3100 pairs: the in-place
   // sum's passes of quads over three column blocks. 21 x 40 at rank 4 with |d| up to 127: the
   // int16 terms at every level, their coefficients packed eight rows x four pairs at a time (and
-  // the rows and pairs left over one by one).
+  // the rows and pairs left over one by one). Ranks 8 and 16: a quad is four columns of one pair
+  // (70 x 37 and 19 x 130 with partial blocks of rows and terms; 70000 pairs of rank 8: several
+  // chunks, each term at its largest).
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
-              S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}, S{21, 40, 4, 50, 127}}) {
+              S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}, S{21, 40, 4, 50, 127}, S{70, 37, 8, 100, 1},
+              S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;

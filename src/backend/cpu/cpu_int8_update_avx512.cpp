@@ -4,9 +4,9 @@
 //   lane (64 multiply-adds per instruction), one factor + 128 as the u8 operand and the other as
 //   the s8 one. The terms of d = +1 and of d = -1 are summed apart, then added to z and
 //   subtracted from it, so neither operand is negated (-A does not fit int8 when A = -128); the
-//   +128 comes back out as 128 times the other factor's sum over the terms. Ranks 1 and 2: B + 128
-//   packed, A packed (128 sum_t A_t[a] per row). Rank 4: A + 128 broadcast from the blocks, B
-//   copied per column block (128 sum_t B_t[b] per column, summed as it is copied).
+//   +128 comes back out as 128 times the other factor's sum over the terms. Rank 4: A + 128
+//   broadcast from the blocks, B copied per column block (128 sum_t B_t[b] per column, summed as
+//   it is copied). Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row).
 // - Otherwise: term pairs of int16 (d_k A_k against B_k, packed by cpu_int8_update.cpp), one
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
@@ -59,12 +59,18 @@ struct Quads {
   std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's coef over a chunk
 };
 
-// A quad is simple when its four terms are whole pairs' columns in order: one pair's four
-// columns (rank 4), two pairs' two (rank 2) or four pairs' one (rank 1). Its bytes at factor row
-// j then come from the pairs' rows j as they lie, interleaved by quad_rows instead of gathered.
+// A quad is simple when its four terms are whole pairs' columns in order: four pairs' one (rank
+// 1), two pairs' two (rank 2), or four columns c .. c + 3 of one pair, c a multiple of 4 (ranks 4,
+// 8, 16). Its bytes at factor row j then come from the pairs' rows j as they lie, interleaved or
+// picked by quad_rows instead of gathered byte by byte.
 bool simple_quad(const std::vector<std::int64_t>& tk, const std::vector<std::int64_t>& tc, std::int64_t r,
                  std::int64_t t) {
-  if ((r != 1 && r != 2 && r != 4) || t + 3 >= static_cast<std::int64_t>(tk.size())) return false;
+  if ((r != 1 && r != 2 && r % 4 != 0) || t + 3 >= static_cast<std::int64_t>(tk.size())) return false;
+  if (r >= 4) {
+    for (std::int64_t e = 1; e < 4; ++e)
+      if (tk[t + e] != tk[t] || tc[t + e] != tc[t] + e) return false;
+    return tc[t] % 4 == 0;
+  }
   for (std::int64_t e = 0; e < 4; e += r)
     if (tc[t + e] != 0 || tk[t + e + r - 1] != tk[t + e]) return false;
   return true;
@@ -79,11 +85,28 @@ std::int64_t simple_quads(const std::vector<std::int64_t>& tk, const std::vector
 }
 
 // Lane i (i < count <= 16; zero past it) = the simple quad's four bytes at factor row j + i: the
-// terms t .. t + 3 of rows of r bytes each, interleaved from the 4 / r pairs by unpacks.
+// terms t .. t + 3 of rows of r bytes each. Rank 4: one load. Ranks 8 and up: the quad's dword of
+// each row, r bytes apart (rank 8: two loads, the even dwords picked; above: a gather). Ranks 1
+// and 2: interleaved from the 4 / r pairs by unpacks.
 [[gnu::always_inline]] inline __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk,
-                                                std::int64_t r, std::int64_t t, std::int64_t j, std::int64_t count) {
+                                                const std::vector<std::int64_t>& tc, std::int64_t r, std::int64_t t,
+                                                std::int64_t j, std::int64_t count) {
   const auto row = [&](std::int64_t e) { return blocks[tk[t + e]] + j * r; };
   if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), row(0));
+  if (r == 8) {  // rows i < 8 in the first 64 bytes, the rest in the next; dword 2 i of each is row i's
+    const std::int8_t* at = row(0) + tc[t];
+    const __mmask16 even = 0x5555;
+    const __mmask16 lo = static_cast<__mmask16>(even & ((1u << std::min<std::int64_t>(16, 2 * count)) - 1u));
+    const __mmask16 hi = static_cast<__mmask16>(even & ((1u << std::clamp<std::int64_t>(2 * count - 16, 0, 16)) - 1u));
+    const __m512i first = _mm512_maskz_loadu_epi32(lo, at), second = _mm512_maskz_loadu_epi32(hi, at + 64);
+    const __m512i pick = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_epi32(first, pick, second);
+  }
+  if (r > 8) {
+    const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(r)));
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), avx512::first_lanes(count), offsets, row(0) + tc[t], 1);
+  }
   __m128i d[4];
   if (r == 2) {  // two pairs' 16-bit rows: 8 rows per half
     const __mmask16 lo = static_cast<__mmask16>(byte_mask(2 * count)), hi = static_cast<__mmask16>(byte_mask(2 * count - 16));
@@ -124,7 +147,7 @@ void pack_coef_block(const std::int8_t* const* blocks, const std::vector<std::in
       __m512 v[16];
 #pragma GCC unroll 16
       for (int q = 0; q < 16; ++q)
-        v[q] = q < n_simple ? _mm512_castsi512_ps(quad_rows(blocks, tk, r, t0 + 4 * q, n + a, count))
+        v[q] = q < n_simple ? _mm512_castsi512_ps(quad_rows(blocks, tk, tc, r, t0 + 4 * q, n + a, count))
                             : _mm512_setzero_ps();
       avx512::transpose16(v);
       for (std::int64_t i = 0; i < count; ++i)
@@ -174,7 +197,7 @@ void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std:
     if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
       for (std::int64_t b = 0; b < g.n_pad; b += 16) {
         const std::int64_t count = std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b));
-        _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, r, 4 * q, b, count), flip));
+        _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, tc, r, 4 * q, b, count), flip));
       }
       continue;
     }
