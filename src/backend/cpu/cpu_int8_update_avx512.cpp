@@ -96,8 +96,7 @@ std::int64_t simple_quads(const std::vector<std::int64_t>& tk, const std::vector
   if (r == 8) {  // rows i < 8 in the first 64 bytes, the rest in the next; dword 2 i of each is row i's
     const std::int8_t* at = row(0) + tc[t];
     const __mmask16 even = 0x5555;
-    const __mmask16 lo = static_cast<__mmask16>(even & ((1u << std::min<std::int64_t>(16, 2 * count)) - 1u));
-    const __mmask16 hi = static_cast<__mmask16>(even & ((1u << std::clamp<std::int64_t>(2 * count - 16, 0, 16)) - 1u));
+    const __mmask16 lo = even & avx512::first_lanes(2 * count), hi = even & avx512::first_lanes(2 * count - 16);
     const __m512i first = _mm512_maskz_loadu_epi32(lo, at), second = _mm512_maskz_loadu_epi32(hi, at + 64);
     const __m512i pick = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     return _mm512_permutex2var_epi32(first, pick, second);
