@@ -316,6 +316,44 @@ TEST(Int8Random, QmmHighRanksWideInputsAndLargeSums) {
       }
 }
 
+TEST(Int8Random, QmmRank16) {
+  // Rank 16 at the AVX-512 level runs in int16 pairs, split in hi and lo when some |x . B[:, c]|
+  // >= 2^15, and in int64 when sum_c |x . B[:, c]| >= 2^23: random factors at members of one, three
+  // and sixteen rows, then factors of one value on both sides of each bound (127 * 258 < 2^15 <
+  // 127 * 259; 16 * 127 * 4 * 1024 < 2^23 < 16 * 127 * 5 * 1024).
+  Rng rng{16};
+  constexpr std::int64_t r = 16;
+  int c = 0;
+  for (std::int64_t n : {17, 64, 256, 1000})
+    for (std::int64_t m : {1, 47, 130})
+      for (std::int64_t rpm : {1, 3, 16}) {
+        const std::int64_t members = rpm == 16 ? 4 : 9, rows = members * rpm;
+        const int lo = c % 2 == 0 ? -128 : -127;
+        ++c;
+        const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
+        QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), c % 3 == 1 ? 1 : -1, -1, lo);
+        expect_all_levels_equal<std::int8_t>("qmm r=16 n=" + std::to_string(n) + " m=" + std::to_string(m) +
+                                                 " rpm=" + std::to_string(rpm),
+                                             rows * m, [&](Backend& be, std::int8_t* y) {
+                                               be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                             });
+      }
+  struct Edge { std::int64_t n; int b; };
+  for (Edge e : {Edge{258, 1}, Edge{259, -1}, Edge{1024, 4}, Edge{1024, -5}})
+    for (std::int64_t rpm : {1, 3}) {
+      const std::int64_t m = 40;
+      const I8 x(static_cast<std::size_t>(2 * rpm * e.n), 127), w = rng.int8s(m * e.n);
+      QF f(rng, 2, m, e.n, r, 4);
+      for (auto& st : f.storage)
+        for (std::int64_t k = 0; k < e.n * r; ++k) st[static_cast<std::size_t>(k)] = static_cast<std::int8_t>(e.b);
+      expect_all_levels_equal<std::int8_t>("qmm r=16 one-value factors, n=" + std::to_string(e.n) + " b=" +
+                                               std::to_string(e.b) + " rpm=" + std::to_string(rpm),
+                                           2 * rpm * m, [&](Backend& be, std::int8_t* y) {
+                                             be.qmm({2, rpm}, m, e.n, x.data(), w.data(), f.f, y);
+                                           });
+    }
+}
+
 TEST(Int8Random, Embedding) {
   Rng rng{2};
   int c = 0;

@@ -1,7 +1,7 @@
 // The int8 matmul's low-rank correction and output bytes at the AVX-512 VNNI level, for
 // cpu_int8_avx512.cpp (and only files compiled with its -mavx512* flags): x . B, the rank
 // product's byte splits (ranks 2 to 8, the int32 case, for the row epilogue), the kinds of rows
-// whose correction runs in the tile's registers (rank 1, and ranks 2, 4, 8 in int16 pairs), and
+// whose correction runs in the tile's registers (rank 1, and ranks 2, 4, 8, 16 in int16 pairs), and
 // the byte writer clip(floor(t / D_n)). Integer math throughout: every
 // result equals the scalar level's bit for bit.
 #pragma once
@@ -318,16 +318,16 @@ __m512i rank_product(const RankSplit& s, const RankLanes& lanes, __m512i raw0, _
   return _mm512_sub_epi32(sum, a_bias);
 }
 
-// ---- ranks 2, 4, 8: the rank product in int16 pairs ----
+// ---- ranks 2, 4, 8, 16: the rank product in int16 pairs ----
 // With every |xb[c]| < 2^15, p = sum_q (xb[2q], xb[2q+1]) . (A[a][2q], A[a][2q+1]) is one vpdpwssd
 // per pair of ranks on A widened to int16 (once per factor block), with no bytes to split and no
-// bias to take off: exact, as |p| < 8 2^15 127 < 2^23. Wider xb (sum_c |xb[c]| < 2^23, the
+// bias to take off: exact, as |p| < 16 2^15 128 = 2^26. Wider xb (sum_c |xb[c]| < 2^23, the
 // callers' condition) is split as xb = 2^15 hi + lo, lo in [0, 2^15) and |hi| <= 2^8, so that
 // p = 2^15 (hi . A[a]) + lo . A[a], both int16 pair products: exact modulo 2^32, and |p| < 2^30.
 struct PairRow {
   const std::int16_t* a16 = nullptr;  // the member's A as int16 pairs (widen_a_pairs)
-  std::int32_t lo[4] = {};            // (xb[2q], xb[2q+1]) as two int16 per q < R / 2 (or their lo parts)
-  std::int32_t hi[4] = {};            // their hi parts (wide blocks only)
+  std::int32_t lo[8] = {};            // (xb[2q], xb[2q+1]) as two int16 per q < R / 2 (or their lo parts)
+  std::int32_t hi[8] = {};            // their hi parts (wide blocks only)
   int sign = 0;
 };
 
@@ -360,19 +360,24 @@ void pack_pairs(const std::int32_t* xb, bool wide, PairRow& row) {
 
 // A (m, R) as int16 pairs: for the 16 outputs from av, R / 2 vectors of 32 int16 at out + av R,
 // vector q's dword lane l = (A[av + l][2q], A[av + l][2q + 1]); zero past m (out holds 16 R
-// ceil(m / 16) values).
+// ceil(m / 16) values). Rank 16: the 16 outputs' 256 bytes are two halves of 128, outputs l < 8
+// picked from the first and l >= 8 from the second by the same index, then blended.
 template <int R>
 void widen_a_pairs(const std::int8_t* a, std::int64_t m, std::int16_t* out) {
-  static_assert(R == 2 || R == 4 || R == 8);
+  static_assert(R == 2 || R == 4 || R == 8 || R == 16);
+  constexpr int kPerHalf = R == 16 ? 8 : 16;  // outputs whose bytes one permute reaches
   alignas(64) std::uint8_t idx[R / 2][64] = {};
   for (int q = 0; q < R / 2; ++q)
-    for (int j = 0; j < 32; ++j) idx[q][j] = static_cast<std::uint8_t>((j / 2) * R + 2 * q + (j & 1));
+    for (int j = 0; j < 32; ++j) idx[q][j] = static_cast<std::uint8_t>((j / 2 % kPerHalf) * R + 2 * q + (j & 1));
   for (std::int64_t av = 0; av < m; av += 16) {
-    __m512i raw0, raw1;
-    load_a_rows<R>(a, av, m - av, raw0, raw1);
+    const std::int64_t bytes = std::min<std::int64_t>(16, m - av) * R;
+    __m512i raw[4];
+    for (int h = 0; h < (R == 16 ? 4 : 2); ++h) raw[h] = _mm512_maskz_loadu_epi8(byte_mask(bytes - 64 * h), a + av * R + 64 * h);
     for (int q = 0; q < R / 2; ++q) {
       const __m512i ix = _mm512_load_si512(idx[q]);
-      const __m512i picked = R > 4 ? _mm512_permutex2var_epi8(raw0, ix, raw1) : _mm512_permutexvar_epi8(ix, raw0);
+      __m512i picked = R > 4 ? _mm512_permutex2var_epi8(raw[0], ix, raw[1]) : _mm512_permutexvar_epi8(ix, raw[0]);
+      if constexpr (R == 16)
+        picked = _mm512_mask_blend_epi8(__mmask64{0xFFFF0000u}, picked, _mm512_permutex2var_epi8(raw[2], ix, raw[3]));
       _mm512_storeu_si512(out + av * R + 32 * q, _mm512_cvtepi8_epi16(_mm512_castsi512_si256(picked)));
     }
   }
@@ -388,11 +393,11 @@ struct PairRows {
   static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
     const std::int16_t* a = row.a16 + av * R;
     __m512i p = _mm512_setzero_si512();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < R / 2; ++q) p = _mm512_dpwssd_epi32(p, _mm512_set1_epi32(row.lo[q]), _mm512_loadu_si512(a + 32 * q));
     if constexpr (Wide) {
       __m512i h = _mm512_setzero_si512();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int q = 0; q < R / 2; ++q) h = _mm512_dpwssd_epi32(h, _mm512_set1_epi32(row.hi[q]), _mm512_loadu_si512(a + 32 * q));
       p = _mm512_add_epi32(p, _mm512_slli_epi32(h, 15));
     }
@@ -400,7 +405,7 @@ struct PairRows {
   }
 };
 
-// Calls fn(std::integral_constant<int, R>{}) for rank r = R in {2, 4, 8} (the ranks whose
+// Calls fn(std::integral_constant<int, R>{}) for rank r = R in {2, 4, 8, 16} (the ranks whose
 // epilogue runs in the tile's registers); false for other ranks.
 template <class Fn>
 bool with_fused_rank(std::int64_t r, Fn&& fn) {
@@ -408,6 +413,7 @@ bool with_fused_rank(std::int64_t r, Fn&& fn) {
     case 2: return fn(std::integral_constant<int, 2>{});
     case 4: return fn(std::integral_constant<int, 4>{});
     case 8: return fn(std::integral_constant<int, 8>{});
+    case 16: return fn(std::integral_constant<int, 16>{});
     default: return false;
   }
 }

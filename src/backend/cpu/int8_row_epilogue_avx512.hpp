@@ -92,12 +92,12 @@ class RowEpilogue {
     }
     return true;
   }
-  // How the rows of a block at rank R in 2, 4, 8 finish in the tile's registers: not at all (some
+  // How the rows of a block at rank R in 2, 4, 8, 16 finish in the tile's registers: not at all (some
   // row has sum_c |x . B[:, c]| >= 2^23, or n > 65,536), in int16 pairs (PairRows) when every
   // |x . B[:, c]| < 2^15, else in int16 pairs of x . B split in two (wide).
   enum class Fused { no, pairs, wide };
 
-  // x . B of each perturbed row of [i0, i1) into xb_ (rows of 8, zero past the rank), and the way
+  // x . B of each perturbed row of [i0, i1) into xb_ (rows of 16, zero past the rank), and the way
   // the block's rows can finish.
   template <int R>
   Fused block_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
@@ -123,7 +123,7 @@ class RowEpilogue {
   template <int R>
   void runs_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
     if (g_.batch.rows_per_member == 1) return;
-    constexpr int kTogether = R == 1 ? 8 : (R > 4 ? 2 : 4);
+    constexpr int kTogether = R == 1 ? 8 : (R > 4 && R < 16 ? 2 : 4);  // the sums xb_rows keeps in registers
     for (std::int64_t i = i0; i < i1;) {
       const MemberFactors& mf = block_mf_[i - i0];
       std::int64_t run = 1;
@@ -286,12 +286,29 @@ class RowEpilogue {
     });
   }
 
-  // B^T and its column sums for xb_rows, unless they are b's already.
+  // B^T and its column sums for xb_rows, unless they are b's already. Rank 16 keeps B's groups
+  // of 4 rows instead, as xb_rank_n permutes them: 64 bytes per group, lane c = B[4 g .. 4 g + 3][c]
+  // (zero past n), the column sums in the lanes of their sum.
   void transpose_b(const std::int8_t* b, std::int64_t x_stride) {
     if (b == bt_of_) return;
     const std::int64_t r = g_.f->rank, n = g_.n;
     ensure_size(bt_, r * x_stride);
     std::int8_t* bt = bt_.data();
+    if (r == 16) {
+      alignas(64) std::uint8_t idx_bytes[64];
+      for (int c = 0; c < 16; ++c)
+        for (int q = 0; q < 4; ++q) idx_bytes[4 * c + q] = static_cast<std::uint8_t>(16 * q + c);
+      const __m512i idx = _mm512_load_si512(idx_bytes), ones = _mm512_set1_epi8(1);
+      __m512i sum = _mm512_setzero_si512();
+      for (std::int64_t k = 0; k < n; k += 4) {
+        const __m512i grouped = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(byte_mask((n - k) * 16), b + k * 16));
+        _mm512_storeu_si512(bt + k * 16, grouped);
+        sum = _mm512_dpbusd_epi32(sum, ones, grouped);
+      }
+      _mm512_storeu_si512(col_sum_, sum);
+      bt_of_ = b;
+      return;
+    }
     if (r == 1) {  // B is its own transpose
       std::memcpy(bt, b, static_cast<std::size_t>(n));
       std::fill(bt + n, bt + x_stride, std::int8_t{0});
@@ -329,10 +346,19 @@ class RowEpilogue {
   // xb[t] for T rows xu + t x_stride of the factor block in bt_ (transpose_b), their dot products
   // advancing together (xb_dots), then summed modulo 2^32, as xb_rank_n (the true xb fits
   // int32), 4 ranks per vector (zero past the rank): one wide store, which the pairs' loads read
-  // without a forwarding stall.
+  // without a forwarding stall. Rank 16 needs no sums across lanes.
   template <int R, int T>
   void xb_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* const* xb) {
-    if constexpr (R == 1) {  // one sum per row, four rows' reduced together
+    if constexpr (R == 16) {  // B's groups (transpose_b): one vpdpbusd per 4 k and row gives all 16 sums
+      __m512i dot[T];
+      for (int t = 0; t < T; ++t) dot[t] = _mm512_setzero_si512();
+      for (std::int64_t k = 0; k < g_.n; k += 4) {
+        const __m512i bv = _mm512_loadu_si512(bt_.data() + k * 16);
+        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_set1_epi32(load_u32(xu + t * x_stride + k)), bv);
+      }
+      const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
+      for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], _mm512_sub_epi32(dot[t], col));
+    } else if constexpr (R == 1) {  // one sum per row, four rows' reduced together
       alignas(64) std::int32_t dots[T][16];
       xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots);
       const std::int32_t col = static_cast<std::int32_t>(static_cast<std::uint32_t>(col_sum_[0]) << 7);
@@ -350,19 +376,19 @@ class RowEpilogue {
           xb[t][0] = static_cast<std::int32_t>(static_cast<std::uint32_t>(_mm512_reduce_add_epi32(_mm512_load_si512(dots[t]))) -
                                                static_cast<std::uint32_t>(col));
       }
-      return;
+    } else {
+      constexpr int kGroups = (R + 3) / 4;
+      alignas(64) std::int32_t dots[T * 4 * kGroups][16];
+      xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots);
+      for (int t = 0; t < T; ++t)
+        for (int cg = 0; cg < kGroups; ++cg) {
+          const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
+          const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
+          const __m128i sums = lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]),
+                                          _mm512_load_si512(d[3]));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
+        }
     }
-    constexpr int kGroups = (R + 3) / 4;
-    alignas(64) std::int32_t dots[T * 4 * kGroups][16];
-    xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots);
-    for (int t = 0; t < T; ++t)
-      for (int cg = 0; cg < kGroups; ++cg) {
-        const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
-        const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
-        const __m128i sums = lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]),
-                                        _mm512_load_si512(d[3]));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
-      }
   }
 
   // saturate_int32(acc + corr) for 16 outputs.
@@ -394,7 +420,7 @@ class RowEpilogue {
   // B^T of the factor block bt_of_ (xb_transposed)
   UnsetVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
-  std::int32_t col_sum_[8] = {};
+  std::int32_t col_sum_[16] = {};
   // sums of A's rows for the factor block a_sum_of_ (a_sums)
   UnsetVector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
   const std::int8_t* a_sum_of_ = nullptr;
@@ -402,7 +428,7 @@ class RowEpilogue {
   // A fused block's rows: their factors and x . B (zero past the rank), and A as int16 pairs per
   // factor block met (fused_pair_rows).
   MemberFactors block_mf_[kRowBlock];
-  alignas(16) std::int32_t xb_[kRowBlock][8] = {};
+  alignas(16) std::int32_t xb_[kRowBlock][16] = {};
   UnsetVector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
   UnsetVector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
 };
