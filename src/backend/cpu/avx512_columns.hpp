@@ -28,6 +28,13 @@ inline std::int32_t load_u32(const void* p) {
   return v;
 }
 
+// Eight bytes at p as one int64 (any alignment), for a broadcast.
+inline std::int64_t load_u64(const void* p) {
+  std::int64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 // Whether columns() serves a rank above 1: powers of two up to 16.
 inline bool columns_serve(std::int64_t rank) { return rank == 2 || rank == 4 || rank == 8 || rank == 16; }
 

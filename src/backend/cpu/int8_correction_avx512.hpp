@@ -22,6 +22,7 @@ namespace eggroll::cpu_int8::detail {
 
 using avx512::byte_mask;
 using avx512::load_u32;
+using avx512::load_u64;
 
 // Output bytes clip(floor(t / D_n)) from int32 t, 64 at a time. t beyond int32 is first saturated
 // to int32 by the caller (|D_n| 128 < 2^31, so that cannot change a clipped result). A power-of-two

@@ -123,7 +123,7 @@ class RowEpilogue {
   template <int R>
   void runs_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
     if (g_.batch.rows_per_member == 1) return;
-    constexpr int kTogether = R == 1 ? 8 : (R > 4 && R < 16 ? 2 : 4);  // the sums xb_rows keeps in registers
+    constexpr int kTogether = R == 1 ? 8 : 4;  // the rows whose sums xb_rows keeps in registers
     for (std::int64_t i = i0; i < i1;) {
       const MemberFactors& mf = block_mf_[i - i0];
       std::int64_t run = 1;
@@ -286,23 +286,28 @@ class RowEpilogue {
     });
   }
 
-  // B^T and its column sums for xb_rows, unless they are b's already. Rank 16 keeps B's groups
-  // of 4 rows instead, as xb_rank_n permutes them: 64 bytes per group, lane c = B[4 g .. 4 g + 3][c]
-  // (zero past n), the column sums in the lanes of their sum.
+  // The factor block b as xb_rows reads it, unless it is b's already: at ranks 2, 4, 8 and 16,
+  // B's rows in groups of 4 G (G = 16 / r), 64 bytes each, int32 lane c G + h holding
+  // B[4 h .. 4 h + 3][c] of the group (zero past n), and col_sum_ the lanes' sums over the groups;
+  // at other ranks B^T (r rows of x_stride bytes, zero padded) and col_sum_ its rows' sums.
   void transpose_b(const std::int8_t* b, std::int64_t x_stride) {
     if (b == bt_of_) return;
     const std::int64_t r = g_.f->rank, n = g_.n;
     ensure_size(bt_, r * x_stride);
     std::int8_t* bt = bt_.data();
-    if (r == 16) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    if (r == 2 || r == 4 || r == 8 || r == 16) {
+      const std::int64_t groups = 16 / r;
       alignas(64) std::uint8_t idx_bytes[64];
-      for (int c = 0; c < 16; ++c)
-        for (int q = 0; q < 4; ++q) idx_bytes[4 * c + q] = static_cast<std::uint8_t>(16 * q + c);
-      const __m512i idx = _mm512_load_si512(idx_bytes), ones = _mm512_set1_epi8(1);
+      for (std::int64_t c = 0; c < r; ++c)
+        for (std::int64_t h = 0; h < groups; ++h)
+          for (std::int64_t q = 0; q < 4; ++q)
+            idx_bytes[4 * (c * groups + h) + q] = static_cast<std::uint8_t>((4 * h + q) * r + c);
+      const __m512i idx = _mm512_load_si512(idx_bytes);
       __m512i sum = _mm512_setzero_si512();
-      for (std::int64_t k = 0; k < n; k += 4) {
-        const __m512i grouped = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(byte_mask((n - k) * 16), b + k * 16));
-        _mm512_storeu_si512(bt + k * 16, grouped);
+      for (std::int64_t k = 0; k < n; k += 4 * groups) {
+        const __m512i grouped = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r));
+        _mm512_storeu_si512(bt + k * r, grouped);
         sum = _mm512_dpbusd_epi32(sum, ones, grouped);
       }
       _mm512_storeu_si512(col_sum_, sum);
@@ -312,28 +317,11 @@ class RowEpilogue {
     if (r == 1) {  // B is its own transpose
       std::memcpy(bt, b, static_cast<std::size_t>(n));
       std::fill(bt + n, bt + x_stride, std::int8_t{0});
-    } else if (r == 2 || r == 4 || r == 8) {
-      // 64 / r rows of B per load, regrouped by column (byte c + r l -> c (64 / r) + l), each
-      // column's run stored to its row of B^T by a masked store of the whole vector (the bytes
-      // masked off are not written, wherever they would land); loads past n are zero, so is the
-      // padding.
-      const std::int64_t per = 64 / r;
-      alignas(64) std::uint8_t idx_bytes[64];
-      for (std::int64_t c = 0; c < r; ++c)
-        for (std::int64_t l = 0; l < per; ++l) idx_bytes[c * per + l] = static_cast<std::uint8_t>(c + r * l);
-      const __m512i idx = _mm512_load_si512(idx_bytes);
-      const __mmask64 run = byte_mask(per);
-      for (std::int64_t k = 0; k < x_stride; k += per) {
-        const __m512i grouped = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(byte_mask((n - k) * r), b + k * r));
-        for (std::int64_t c = 0; c < r; ++c)
-          _mm512_mask_storeu_epi8(bt + c * x_stride + k - c * per, run << (c * per), grouped);
-      }
     } else {
       std::fill(bt, bt + r * x_stride, std::int8_t{0});
       for (std::int64_t c = 0; c < r; ++c)
         for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
     }
-    const __m512i ones = _mm512_set1_epi8(1);
     for (std::int64_t c = 0; c < r; ++c) {
       __m512i sum = _mm512_setzero_si512();
       for (std::int64_t k = 0; k < x_stride; k += 64)
@@ -344,20 +332,23 @@ class RowEpilogue {
   }
 
   // xb[t] for T rows xu + t x_stride of the factor block in bt_ (transpose_b), their dot products
-  // advancing together (xb_dots), then summed modulo 2^32, as xb_rank_n (the true xb fits
-  // int32), 4 ranks per vector (zero past the rank): one wide store, which the pairs' loads read
-  // without a forwarding stall. Rank 16 needs no sums across lanes.
+  // advancing together, then summed modulo 2^32, as xb_rank_n (the true xb fits int32). Ranks 2,
+  // 4, 8, 16: one vpdpbusd per group of B's rows and row, against the row's 4 G bytes broadcast,
+  // then the G lanes of each rank added; xb[t][0 .. 16) written, zero past the rank. Other ranks
+  // (xb_dots): 4 ranks per vector, zero past the rank. One wide store either way, which the
+  // pairs' loads read without a forwarding stall.
   template <int R, int T>
   void xb_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* const* xb) {
-    if constexpr (R == 16) {  // B's groups (transpose_b): one vpdpbusd per 4 k and row gives all 16 sums
+    if constexpr (R == 2 || R == 4 || R == 8 || R == 16) {
+      constexpr int kG = 16 / R;
       __m512i dot[T];
       for (int t = 0; t < T; ++t) dot[t] = _mm512_setzero_si512();
-      for (std::int64_t k = 0; k < g_.n; k += 4) {
-        const __m512i bv = _mm512_loadu_si512(bt_.data() + k * 16);
-        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_set1_epi32(load_u32(xu + t * x_stride + k)), bv);
+      for (std::int64_t k = 0; k < g_.n; k += 4 * kG) {
+        const __m512i bv = _mm512_loadu_si512(bt_.data() + k * R);
+        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], x_groups<kG>(xu + t * x_stride + k), bv);
       }
       const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
-      for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], _mm512_sub_epi32(dot[t], col));
+      for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(dot[t], col)));
     } else if constexpr (R == 1) {  // one sum per row, four rows' reduced together
       alignas(64) std::int32_t dots[T][16];
       xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots);
@@ -389,6 +380,26 @@ class RowEpilogue {
           _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
         }
     }
+  }
+
+  // The 4 G bytes at x in every group of G int32 lanes.
+  template <int G>
+  static __m512i x_groups(const std::uint8_t* x) {
+    if constexpr (G == 1) return _mm512_set1_epi32(load_u32(x));
+    if constexpr (G == 2) return _mm512_set1_epi64(load_u64(x));
+    if constexpr (G == 4) return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+    if constexpr (G == 8) return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  }
+
+  // Lane c of the result = the sum of lanes c G .. c G + G - 1 of v (modulo 2^32) for c < 16 / G;
+  // zero above.
+  template <int G>
+  static __m512i fold_groups(__m512i v) {
+    if constexpr (G == 1) return v;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int s = 1; s < G; s *= 2) v = _mm512_add_epi32(v, _mm512_permutexvar_epi32(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), v));
+    constexpr int kLog2G = G == 2 ? 1 : (G == 4 ? 2 : 3);
+    return _mm512_maskz_permutexvar_epi32(static_cast<__mmask16>((1u << (16 / G)) - 1), _mm512_slli_epi32(lane, kLog2G), v);
   }
 
   // saturate_int32(acc + corr) for 16 outputs.
