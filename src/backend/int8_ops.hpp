@@ -200,12 +200,12 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                            const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 // Rows [a0, a1) of the update's coef (row stride width, from the block's first term) for `pairs`
-// whole rank-4 pairs: d_q A_q[a][c] at term 4 q + c, A_q (m, 4) row-major at a_of[q], d_q = dk[q].
-// The AVX2 kernel serves the AVX2 and AVX-512 levels; the dispatch returns false (nothing written)
-// at the scalar level, where the caller's loop does it.
-void pack_coef_rank4_avx2(const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs, std::int64_t a0,
-                          std::int64_t a1, std::int64_t width, std::int16_t* coef);
-bool pack_coef_rank4_dispatch(const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
+// whole pairs of rank r in 4, 8, 16: d_q A_q[a][c] at term r q + c, A_q (m, r) row-major at
+// a_of[q], d_q = dk[q]. The AVX2 kernel serves the AVX2 and AVX-512 levels; the dispatch returns
+// false (nothing written) at the scalar level and at other ranks, where the caller's loop does it.
+void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
+                          std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef);
+bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                               std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef);
 
 }  // namespace detail

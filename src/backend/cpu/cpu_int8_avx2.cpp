@@ -394,8 +394,23 @@ void qmm_avx2(const QmmArgs& g) {
 // register), widened and multiplied by the pairs' weights (the same int16 products as the scalar
 // loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four go value
 // by value.
-void pack_coef_rank4_avx2(const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs, std::int64_t a0,
-                          std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
+                          std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+  if (r == 8 || r == 16) {  // a pair's row is r contiguous bytes: widened, weighted and stored whole
+    for (std::int64_t a = a0; a < a1; ++a)
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        const std::int8_t* src = a_of[q] + a * r;
+        std::int16_t* out = coef + a * width + r * q;
+        if (r == 8) {
+          const __m128i v = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_mullo_epi16(v, _mm_set1_epi16(dk[q])));
+        } else {
+          const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_mullo_epi16(v, _mm256_set1_epi16(dk[q])));
+        }
+      }
+    return;
+  }
   const std::int64_t grouped = pairs / 4 * 4;
   std::int64_t a = a0;
   for (; a + 8 <= a1; a += 8)

@@ -70,18 +70,18 @@ void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, c
         col[j - j0] = blocks[t.k] + n * r + t.c;
         dk[j - j0] = present ? d[t.k] : 0;
       }
-      // Rank 4: the block's whole pairs by the level's vector kernel where it has one (a pair's four
-      // terms are consecutive, and blocks start at a pair's first).
+      // Ranks 4, 8, 16: the block's whole pairs by the level's vector kernel where it has one (a
+      // pair's r terms are consecutive, and blocks start at a pair's first).
       std::int64_t done = 0;
-      if (r == 4) {
+      if (r == 4 || r == 8 || r == 16) {
         const std::int8_t* a_of[kBlock / 4];
         std::int16_t d_of[kBlock / 4];
-        const std::int64_t pairs = (std::min(j1, n_terms) - j0) / 4;
+        const std::int64_t pairs = (std::min(j1, n_terms) - j0) / r;
         for (std::int64_t q = 0; q < pairs; ++q) {
-          a_of[q] = col[4 * q];
-          d_of[q] = dk[4 * q];
+          a_of[q] = col[r * q];
+          d_of[q] = dk[r * q];
         }
-        if (detail::pack_coef_rank4_dispatch(a_of, d_of, pairs, a0, a1, width, coef + j0)) done = 4 * pairs;
+        if (detail::pack_coef_pairs_dispatch(r, a_of, d_of, pairs, a0, a1, width, coef + j0)) done = r * pairs;
       }
       for (std::int64_t a = a0; a < a1; ++a) {
         std::int16_t* out = coef + a * width;
