@@ -30,14 +30,15 @@ TEST(Int8Random, UpdateAccumulate) {
   // one of - terms (90000 pairs, one in nine -). 20 x 130 at rank 4 with 3100 pairs: the in-place
   // sum's passes of quads over three column blocks. 21 x 40 at rank 4 with |d| up to 127: the
   // int16 terms at every level, their coefficients packed eight rows x four pairs at a time (and
-  // the rows and pairs left over one by one). Ranks 8 and 16: a quad is four columns of one pair
-  // (70 x 37 and 19 x 130 with partial blocks of rows and terms; 70000 pairs of rank 8: several
+  // the rows and pairs left over one by one). Ranks 8, 12 and 16: a quad is four columns of one
+  // pair, summed in place at ranks 8 and 16 as at rank 4, packed by a gather at rank 12 (70 x 37,
+  // 21 x 50 and 19 x 130 with partial blocks of rows and terms; 70000 pairs of rank 8: several
   // chunks, each term at its largest).
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
               S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}, S{21, 40, 4, 50, 127}, S{70, 37, 8, 100, 1},
-              S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}}) {
+              S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}, S{21, 50, 12, 30, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -49,12 +50,14 @@ TEST(Int8Random, UpdateAccumulate) {
     }
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
-    if (s.pairs >= 70000)  // the u8 operand at 255 against -128: B = 127, A = -128 (rank 4: the reverse)
+    if (s.pairs >= 70000) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
+      const bool in_place = s.r == 4 || s.r == 8 || s.r == 16;
       for (auto& b : storage) {
         const std::int8_t big = 127, small = -128;
-        std::fill(b.begin(), b.begin() + s.r * s.n, s.r == 4 ? small : big);
-        std::fill(b.begin() + s.r * s.n, b.end(), s.r == 4 ? big : small);
+        std::fill(b.begin(), b.begin() + s.r * s.n, in_place ? small : big);
+        std::fill(b.begin() + s.r * s.n, b.end(), in_place ? big : small);
       }
+    }
     std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
     for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;
     expect_all_levels_equal<std::int64_t>("qupdate_accumulate", s.m * s.n, [&](Backend& be, std::int64_t* z) {

@@ -4,9 +4,9 @@
 //   lane (64 multiply-adds per instruction), one factor + 128 as the u8 operand and the other as
 //   the s8 one. The terms of d = +1 and of d = -1 are summed apart, then added to z and
 //   subtracted from it, so neither operand is negated (-A does not fit int8 when A = -128); the
-//   +128 comes back out as 128 times the other factor's sum over the terms. Rank 4: A + 128
-//   broadcast from the blocks, B copied per column block (128 sum_t B_t[b] per column, summed as
-//   it is copied). Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row).
+//   +128 comes back out as 128 times the other factor's sum over the terms. Ranks 4, 8, 16: A +
+//   128 broadcast from the blocks, B copied per column block (128 sum_t B_t[b] per column, summed
+//   as it is copied). Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row).
 // - Otherwise: term pairs of int16 (d_k A_k against B_k, packed by cpu_int8_update.cpp), one
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
@@ -85,23 +85,14 @@ std::int64_t simple_quads(const std::vector<std::int64_t>& tk, const std::vector
 }
 
 // Lane i (i < count <= 16; zero past it) = the simple quad's four bytes at factor row j + i: the
-// terms t .. t + 3 of rows of r bytes each. Rank 4: one load. Ranks 8 and up: the quad's dword of
-// each row, r bytes apart (rank 8: two loads, the even dwords picked; above: a gather). Ranks 1
-// and 2: interleaved from the 4 / r pairs by unpacks.
+// terms t .. t + 3 of rows of r bytes each. Ranks 12, 20, ...: the quad's dword of each row, r
+// bytes apart, by a gather (ranks 4, 8 and 16 are summed in place, below). Ranks 1 and 2:
+// interleaved from the 4 / r pairs by unpacks.
 [[gnu::always_inline]] inline __m512i quad_rows(const std::int8_t* const* blocks, const std::vector<std::int64_t>& tk,
                                                 const std::vector<std::int64_t>& tc, std::int64_t r, std::int64_t t,
                                                 std::int64_t j, std::int64_t count) {
   const auto row = [&](std::int64_t e) { return blocks[tk[t + e]] + j * r; };
-  if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), row(0));
-  if (r == 8) {  // rows i < 8 in the first 64 bytes, the rest in the next; dword 2 i of each is row i's
-    const std::int8_t* at = row(0) + tc[t];
-    const __mmask16 even = 0x5555;
-    const __mmask16 lo = even & avx512::first_lanes(2 * count), hi = even & avx512::first_lanes(2 * count - 16);
-    const __m512i first = _mm512_maskz_loadu_epi32(lo, at), second = _mm512_maskz_loadu_epi32(hi, at + 64);
-    const __m512i pick = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    return _mm512_permutex2var_epi32(first, pick, second);
-  }
-  if (r > 8) {
+  if (r >= 4) {
     const __m512i offsets = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(static_cast<int>(r)));
     return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), avx512::first_lanes(count), offsets, row(0) + tc[t], 1);
@@ -320,9 +311,9 @@ void run(std::vector<Quads>& signs, const std::int8_t* const* blocks, std::int64
   });
 }
 
-// ---- rank 4: no packing pass ----
-// At rank 4 a quad is one pair's four columns, so its bytes at B row b (and at A row a) are the
-// pair's four factor bytes of that row, as they lie in its block. Here A + 128 is the u8 operand,
+// ---- ranks 4, 8, 16: no packing pass ----
+// At these ranks a quad is four columns 4 g .. 4 g + 3 of one pair, so its bytes at B row b (and
+// at A row a) are dword g of the pair's row, as it lies in its block. Here A + 128 is the u8 operand,
 // broadcast from the blocks, and B the s8 one: each thread copies B of a column block into a
 // slice of its own when it starts that column block's tiles (in cache for them), instead of a
 // packing pass writing B and A for every quad to memory and the tiles reading them back, and
@@ -330,26 +321,54 @@ void run(std::vector<Quads>& signs, const std::int8_t* const* blocks, std::int64
 // over A besides the tiles'.
 
 struct InPlace {
-  std::int64_t m = 0, n = 0, n_quads = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
+  std::int64_t m = 0, n = 0, r = 0, n_quads = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
   int sign = 0;
-  std::vector<const std::int8_t*> block;  // quad q's factor block: B rows (n, 4), then A rows (m, 4)
+  std::vector<const std::int8_t*> block;  // quad q's factor block: B rows (n, r), then A rows (m, r)
+  std::vector<std::int64_t> dword;        // quad q's dword of the block's rows (its columns / 4)
   std::pair<std::int64_t, std::int64_t> pass_quads_of(std::int64_t pass) const {
     return {pass * pass_quads, std::min(n_quads, (pass + 1) * pass_quads)};
   }
 };
 
-InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* blocks, const std::int8_t* d,
+InPlace in_place(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks, const std::int8_t* d,
                  std::int64_t n_pairs, int sign) {
   InPlace g;
   g.m = m;
   g.n = n;
+  g.r = r;
   g.sign = sign;
   for (std::int64_t k = 0; k < n_pairs; ++k)
-    if (d[k] == sign && blocks[k] != nullptr) g.block.push_back(blocks[k]);
+    if (d[k] == sign && blocks[k] != nullptr)
+      for (std::int64_t q = 0; q < r / 4; ++q) {
+        g.block.push_back(blocks[k]);
+        g.dword.push_back(q);
+      }
   g.n_quads = static_cast<std::int64_t>(g.block.size());
   g.n_passes = (g.n_quads + kPassQuads - 1) / kPassQuads;
   g.pass_quads = g.n_passes > 0 ? (g.n_quads + g.n_passes - 1) / g.n_passes : 0;
   return g;
+}
+
+// Lane i (i < count <= 16; zero past it) = dword g of row i, rows of r = 4, 8 or 16 bytes from
+// `rows`: rank 4 one load; rank 8 two loads of rows 8 at a time, dword 2 i + g picked; rank 16
+// four loads of rows 4 at a time, dword 4 i + g picked from each half and the halves blended.
+// Only the dwords wanted are loaded.
+inline __m512i strided_dwords(const std::int8_t* rows, std::int64_t r, std::int64_t g, std::int64_t count) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  if (r == 4) return _mm512_maskz_loadu_epi32(avx512::first_lanes(count), rows);
+  if (r == 8) {
+    const __mmask16 wanted = static_cast<__mmask16>(0x5555 << g);
+    const __m512i first = _mm512_maskz_loadu_epi32(wanted & avx512::first_lanes(2 * count), rows);
+    const __m512i second = _mm512_maskz_loadu_epi32(wanted & avx512::first_lanes(2 * count - 16), rows + 64);
+    const __m512i pick = _mm512_add_epi32(_mm512_slli_epi32(lane, 1), _mm512_set1_epi32(static_cast<int>(g)));
+    return _mm512_permutex2var_epi32(first, pick, second);
+  }
+  const __mmask16 wanted = static_cast<__mmask16>(0x1111 << g);
+  __m512i v[4];
+  for (int h = 0; h < 4; ++h) v[h] = _mm512_maskz_loadu_epi32(wanted & avx512::first_lanes(4 * (count - 4 * h)), rows + 64 * h);
+  const __m512i pick = _mm512_add_epi32(_mm512_and_si512(_mm512_slli_epi32(lane, 2), _mm512_set1_epi32(31)),
+                                        _mm512_set1_epi32(static_cast<int>(g)));
+  return _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(v[0], pick, v[1]), _mm512_permutex2var_epi32(v[2], pick, v[3]));
 }
 
 // slice (pass_quads, 64, 4) = the B bytes of columns [b0, b0 + 64) of the quads of this pass,
@@ -359,18 +378,18 @@ InPlace in_place(std::int64_t m, std::int64_t n, const std::int8_t* const* block
 void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice, std::int32_t* colsum) {
   const auto [q0, q1] = g.pass_quads_of(pass);
   const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
-  __mmask16 lanes[4];
-  for (int v = 0; v < 4; ++v) lanes[v] = avx512::first_lanes(cols - 16 * v);
   const __m512i ones = _mm512_set1_epi8(1);
   __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::int8_t* ahead = g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + b0 * 4;
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * v), _MM_HINT_T0);
-    const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * 4;
+    const std::size_t qa = static_cast<std::size_t>(std::min(q + kAhead, q1 - 1));
+    if (g.dword[qa] == 0)  // the pair's lines, once for its quads
+      for (std::int64_t line = 0; line < g.r; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(g.block[qa] + b0 * g.r + 64 * line), _MM_HINT_T0);
+    const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * g.r;
+    const std::int64_t dw = g.dword[static_cast<std::size_t>(q)];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      const __m512i bv = _mm512_maskz_loadu_epi32(lanes[v], src + 64 * v);
+      const __m512i bv = strided_dwords(src + 16 * v * g.r, g.r, dw, cols - 16 * v);
       _mm512_store_si512(slice + (q - q0) * kCols * 4 + 64 * v, bv);
       sum[v] = _mm512_dpbusd_epi32(sum[v], ones, bv);
     }
@@ -390,10 +409,10 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
-  const std::int64_t a_at = (g.n + a0) * 4;
+  const std::int64_t a_at = (g.n + a0) * g.r, r = g.r;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (std::int64_t q = q0; q < q1; ++q) {
-    const std::int8_t* blk = g.block[static_cast<std::size_t>(q)];
+    const std::int8_t* blk = g.block[static_cast<std::size_t>(q)] + 4 * g.dword[static_cast<std::size_t>(q)];
     _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
                  _MM_HINT_T0);
     const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
@@ -402,7 +421,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
     for (int v = 0; v < 4; ++v) w[v] = _mm512_load_si512(bp + 64 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < RT; ++i) {
-      const __m512i au = _mm512_xor_si512(_mm512_set1_epi32(load_u32(blk + a_at + 4 * i)), flip);
+      const __m512i au = _mm512_xor_si512(_mm512_set1_epi32(load_u32(blk + a_at + r * i)), flip);
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], au, w[v]);
     }
@@ -479,10 +498,10 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
   for (std::int64_t k = 0; k < n_pairs; ++k)
     if (d[k] < -1 || d[k] > 1) return false;
   if (m <= 0 || n <= 0) return true;
-  if (r == 4) {
+  if (r == 4 || r == 8 || r == 16) {
     std::vector<InPlace> signs;
     for (int sign : {1, -1}) {
-      InPlace g = in_place(m, n, blocks, d, n_pairs, sign);
+      InPlace g = in_place(m, n, r, blocks, d, n_pairs, sign);
       if (g.n_quads > 0) signs.push_back(std::move(g));
     }
     if (!signs.empty()) run_in_place(signs, z);
