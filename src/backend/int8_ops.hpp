@@ -205,8 +205,9 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
 // false (nothing written) at the scalar level and at other ranks, where the caller's loop does it.
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                           std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef);
-bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
-                              std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef);
+bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk,
+                              std::int64_t pairs, std::int64_t a0, std::int64_t a1, std::int64_t width,
+                              std::int16_t* coef);
 
 }  // namespace detail
 }  // namespace eggroll::cpu_int8

@@ -365,10 +365,12 @@ inline __m512i strided_dwords(const std::int8_t* rows, std::int64_t r, std::int6
   }
   const __mmask16 wanted = static_cast<__mmask16>(0x1111 << g);
   __m512i v[4];
-  for (int h = 0; h < 4; ++h) v[h] = _mm512_maskz_loadu_epi32(wanted & avx512::first_lanes(4 * (count - 4 * h)), rows + 64 * h);
+  for (int h = 0; h < 4; ++h)
+    v[h] = _mm512_maskz_loadu_epi32(wanted & avx512::first_lanes(4 * (count - 4 * h)), rows + 64 * h);
   const __m512i pick = _mm512_add_epi32(_mm512_and_si512(_mm512_slli_epi32(lane, 2), _mm512_set1_epi32(31)),
                                         _mm512_set1_epi32(static_cast<int>(g)));
-  return _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(v[0], pick, v[1]), _mm512_permutex2var_epi32(v[2], pick, v[3]));
+  return _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(v[0], pick, v[1]),
+                                 _mm512_permutex2var_epi32(v[2], pick, v[3]));
 }
 
 // slice (pass_quads, 64, 4) = the B bytes of columns [b0, b0 + 64) of the quads of this pass,

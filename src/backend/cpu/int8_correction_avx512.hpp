@@ -373,7 +373,8 @@ void widen_a_pairs(const std::int8_t* a, std::int64_t m, std::int16_t* out) {
   for (std::int64_t av = 0; av < m; av += 16) {
     const std::int64_t bytes = std::min<std::int64_t>(16, m - av) * R;
     __m512i raw[4];
-    for (int h = 0; h < (R == 16 ? 4 : 2); ++h) raw[h] = _mm512_maskz_loadu_epi8(byte_mask(bytes - 64 * h), a + av * R + 64 * h);
+    for (int h = 0; h < (R == 16 ? 4 : 2); ++h)
+      raw[h] = _mm512_maskz_loadu_epi8(byte_mask(bytes - 64 * h), a + av * R + 64 * h);
     for (int q = 0; q < R / 2; ++q) {
       const __m512i ix = _mm512_load_si512(idx[q]);
       __m512i picked = R > 4 ? _mm512_permutex2var_epi8(raw[0], ix, raw[1]) : _mm512_permutexvar_epi8(ix, raw[0]);

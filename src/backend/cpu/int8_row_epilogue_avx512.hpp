@@ -397,9 +397,11 @@ class RowEpilogue {
   static __m512i fold_groups(__m512i v) {
     if constexpr (G == 1) return v;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int s = 1; s < G; s *= 2) v = _mm512_add_epi32(v, _mm512_permutexvar_epi32(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), v));
+    for (int s = 1; s < G; s *= 2)
+      v = _mm512_add_epi32(v, _mm512_permutexvar_epi32(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), v));
     constexpr int kLog2G = G == 2 ? 1 : (G == 4 ? 2 : 3);
-    return _mm512_maskz_permutexvar_epi32(static_cast<__mmask16>((1u << (16 / G)) - 1), _mm512_slli_epi32(lane, kLog2G), v);
+    const __mmask16 ranks = static_cast<__mmask16>((1u << (16 / G)) - 1);
+    return _mm512_maskz_permutexvar_epi32(ranks, _mm512_slli_epi32(lane, kLog2G), v);
   }
 
   // saturate_int32(acc + corr) for 16 outputs.
