@@ -389,11 +389,11 @@ void qmm_avx2(const QmmArgs& g) {
   });
 }
 
-// Eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and two rounds
-// of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in one
-// register), widened and multiplied by the pairs' weights (the same int16 products as the scalar
-// loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four go value
-// by value.
+// Rank 4: eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and
+// two rounds of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in
+// one register), widened and multiplied by the pairs' weights (the same int16 products as the
+// scalar loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four
+// go value by value. Ranks 8 and 16: each pair's row alone.
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                           std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
   if (r == 8 || r == 16) {  // a pair's row is r contiguous bytes: widened, weighted and stored whole
