@@ -130,7 +130,7 @@ class RowEpilogue {
       while (i + run < i1 && block_mf_[i + run - i0].b == mf.b && (block_mf_[i + run - i0].sign != 0) == (mf.sign != 0))
         ++run;
       if (mf.sign != 0) {
-        transpose_b(mf.b, x_stride);
+        lay_out_b(mf.b, x_stride);
         std::int64_t t = 0;
         for (; t + kTogether <= run; t += kTogether) {
           std::int32_t* out[kTogether];
@@ -182,7 +182,7 @@ class RowEpilogue {
       if (r == 1)
         xb_rank1(xu, x_stride, g_.n, mf.b, xb);
       else if (g_.batch.rows_per_member > 1)
-        xb_transposed(mf.b, xu, x_stride, xb);
+        xb_laid_out(mf.b, xu, x_stride, xb);
       else
         xb_rank_n(xu, g_.n, r, mf.b, xb);
       std::int64_t total = 0;
@@ -274,13 +274,12 @@ class RowEpilogue {
     }
   }
 
-  // xb as xb_rank_n computes it (the same integers), for members with several rows: B^T (r rows
-  // of x_stride bytes, zero padded) and the column sums of B are made once per factor block (an
-  // antithetic pair's two members share one) and kept while the rows of that block last; each
-  // row then costs r dot products of 64 bytes per vpdpbusd. Writes xb[0 .. 4 ceil(r / 4)), zero
-  // past the rank.
-  void xb_transposed(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
-    transpose_b(b, x_stride);
+  // xb as xb_rank_n computes it (the same integers), for members with several rows: the factor
+  // block's layout for xb_rows and the column sums of B are made once per factor block (an
+  // antithetic pair's two members share one, lay_out_b) and kept while the rows of that block
+  // last. Writes xb[0 .. 16), zero past the rank.
+  void xb_laid_out(const std::int8_t* b, const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* xb) {
+    lay_out_b(b, x_stride);
     with_rank_2_to_8(g_.f->rank, [&](auto rank) {  // the rank as a constant keeps the sums in registers
       xb_rows<decltype(rank)::value, 1>(xu, x_stride, &xb);
     });
@@ -290,7 +289,7 @@ class RowEpilogue {
   // B's rows in groups of 4 G (G = 16 / r), 64 bytes each, int32 lane c G + h holding
   // B[4 h .. 4 h + 3][c] of the group (zero past n), and col_sum_ the lanes' sums over the groups;
   // at other ranks B^T (r rows of x_stride bytes, zero padded) and col_sum_ its rows' sums.
-  void transpose_b(const std::int8_t* b, std::int64_t x_stride) {
+  void lay_out_b(const std::int8_t* b, std::int64_t x_stride) {
     if (b == bt_of_) return;
     const std::int64_t r = g_.f->rank, n = g_.n;
     ensure_size(bt_, r * x_stride);
@@ -331,7 +330,7 @@ class RowEpilogue {
     bt_of_ = b;
   }
 
-  // xb[t] for T rows xu + t x_stride of the factor block in bt_ (transpose_b), their dot products
+  // xb[t] for T rows xu + t x_stride of the factor block in bt_ (lay_out_b), their dot products
   // advancing together, then summed modulo 2^32, as xb_rank_n (the true xb fits int32). Ranks 2,
   // 4, 8, 16: one vpdpbusd per group of B's rows and row, against the row's 4 G bytes broadcast,
   // then the G lanes of each rank added; xb[t][0 .. 16) written, zero past the rank. Other ranks
@@ -430,7 +429,7 @@ class RowEpilogue {
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
-  // B^T of the factor block bt_of_ (xb_transposed)
+  // the factor block bt_of_ as xb_rows reads it (lay_out_b)
   UnsetVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
   std::int32_t col_sum_[16] = {};
