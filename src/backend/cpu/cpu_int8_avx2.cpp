@@ -138,8 +138,53 @@ inline void store_widened(__m128i v, T* out) {
   }
 }
 
+// The ranks with a shuffled widening and a vector rank sum: fn(integral_constant<int, R>) for R = 2, 4,
+// 8, 16; false for any other rank.
+template <typename Fn>
+bool with_plane_rank(std::int64_t rank, Fn&& fn) {
+  if (rank == 16) {
+    fn(std::integral_constant<int, 16>{});
+    return true;
+  }
+  return avx2::with_power_of_two_rank(rank, fn);
+}
+
+// widen_planes for R = 16: rows k .. k + 15 of `in` (16 bytes each) as a 16 x 16 byte transpose.
+// Register q holds rows q (low lane) and q + 8 (high lane); three rounds of unpacks (bytes, words,
+// dwords) leave in each lane two columns of its 8 rows, and a qword permute puts a column's 16 rows
+// in one 128-bit half.
+template <typename T>
+void widen_16_rows_rank16(const std::int8_t* in, std::int64_t rows, std::int64_t k, T* planes) {
+  __m256i v[8], u[8];
+  for (int q = 0; q < 8; ++q)
+    v[q] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(in + (k + q + 8) * 16),
+                               reinterpret_cast<const __m128i*>(in + (k + q) * 16));
+  for (int q = 0; q < 4; ++q) {  // u[q]: columns 0-7 of rows 2 q, 2 q + 1, a word a column; u[q + 4]: 8-15
+    u[q] = _mm256_unpacklo_epi8(v[2 * q], v[2 * q + 1]);
+    u[q + 4] = _mm256_unpackhi_epi8(v[2 * q], v[2 * q + 1]);
+  }
+  // v[4 h + q] (q = 0, 1): columns 8 h .. 8 h + 3 of rows 4 q .. 4 q + 3, a dword a column;
+  // v[4 h + q + 2]: columns 8 h + 4 .. 8 h + 7 of the same rows
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 2; ++q) {
+      v[4 * h + q] = _mm256_unpacklo_epi16(u[4 * h + 2 * q], u[4 * h + 2 * q + 1]);
+      v[4 * h + q + 2] = _mm256_unpackhi_epi16(u[4 * h + 2 * q], u[4 * h + 2 * q + 1]);
+    }
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 2; ++j) {
+      const __m256i lo = _mm256_unpacklo_epi32(v[4 * h + 2 * j], v[4 * h + 2 * j + 1]);
+      const __m256i hi = _mm256_unpackhi_epi32(v[4 * h + 2 * j], v[4 * h + 2 * j + 1]);
+      const int c = 8 * h + 4 * j;  // lo: columns c, c + 1; hi: columns c + 2, c + 3 (8 rows a lane each)
+      const __m256i pairs[2] = {_mm256_permute4x64_epi64(lo, 0xD8), _mm256_permute4x64_epi64(hi, 0xD8)};
+      for (int e = 0; e < 2; ++e) {
+        store_widened(_mm256_castsi256_si128(pairs[e]), planes + (c + 2 * e) * rows + k);
+        store_widened(_mm256_extracti128_si256(pairs[e], 1), planes + (c + 2 * e + 1) * rows + k);
+      }
+    }
+}
+
 // planes[c * rows + k] = in[k * R + c] widened to T: a row-major (rows x R) int8 block as R planes,
-// 16 rows a step by byte shuffles (R = 2, 4, 8), the last rows one by one.
+// 16 rows a step by byte shuffles (R = 2, 4, 8, 16), the last rows one by one.
 template <int R, typename T>
 void widen_planes(const std::int8_t* in, std::int64_t rows, T* planes) {
   // per 128-bit lane: the bytes of each column together, 16 / R of them a column
@@ -154,7 +199,9 @@ void widen_planes(const std::int8_t* in, std::int64_t rows, T* planes) {
   };
   std::int64_t k = 0;
   for (; k + 16 <= rows; k += 16) {
-    if constexpr (R == 2) {  // qwords: [c0 rows 0-7, c1 rows 0-7 | c0 rows 8-15, c1 rows 8-15]
+    if constexpr (R == 16) {
+      widen_16_rows_rank16(in, rows, k, planes);
+    } else if constexpr (R == 2) {  // qwords: [c0 rows 0-7, c1 rows 0-7 | c0 rows 8-15, c1 rows 8-15]
       const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(load(k), by_column), 0xD8);
       store_widened(_mm256_castsi256_si128(v), planes + k);
       store_widened(_mm256_extracti128_si256(v, 1), planes + rows + k);
@@ -224,7 +271,7 @@ class RowEpilogue {
     }
     if (mf.b != widened_) {
       widened_ = mf.b;
-      const bool shuffled = avx2::with_power_of_two_rank(r, [&](auto rank) {
+      const bool shuffled = with_plane_rank(r, [&](auto rank) {
         widen_planes<decltype(rank)::value>(mf.b, n, bt_.data());
         widen_planes<decltype(rank)::value>(mf.a, m, at_.data());
       });
@@ -234,8 +281,8 @@ class RowEpilogue {
           for (std::int64_t a = 0; a < m; ++a) at_[c * m + a] = mf.a[a * r + c];
         }
     }
-    int planes = 0;  // R = 2, 4, 8: 1 done, -1 out of int32's bound
-    avx2::with_power_of_two_rank(r, [&](auto rank) { planes = planes_int32<decltype(rank)::value>(mf.sign, x, acc); });
+    int planes = 0;  // R = 2, 4, 8, 16: 1 done, -1 out of int32's bound
+    with_plane_rank(r, [&](auto rank) { planes = planes_int32<decltype(rank)::value>(mf.sign, x, acc); });
     if (planes != 0) return planes > 0;
     std::int64_t total = 0;
     for (std::int64_t c = 0; c < r; ++c) {
@@ -256,32 +303,35 @@ class RowEpilogue {
     return true;
   }
 
-  // rank_int32 for R = 2, 4, 8 from the widened planes: the R dot products x . B in one pass over
-  // x (vpmaddwd on int16), then per 8 outputs the rank sum, shift, sign and accumulator add in
+  // rank_int32 for R = 2, 4, 8, 16 from the widened planes: the R dot products x . B in passes over
+  // x of up to 8 columns (vpmaddwd on int16), then per 8 outputs the rank sum, shift, sign and accumulator add in
   // registers. 1 when done, -1 when the int32 bound does not hold (nothing written).
   template <int R>
   int planes_int32(int sign, const std::int8_t* x, const std::int32_t* acc) {
     const std::int64_t n = g_.n, m = g_.m;
-    __m256i s[R];
-    for (int c = 0; c < R; ++c) s[c] = _mm256_setzero_si256();
-    std::int64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-      const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
-      for (int c = 0; c < R; ++c) {
-        const __m256i bv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bt_.data() + c * n + k));
-        s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(xv, bv));
-      }
-    }
+    constexpr int G = R < 8 ? R : 8;  // columns a pass over x: their sums, x and B's vector in registers
+    const std::int64_t n16 = n / 16 * 16;
     std::int32_t xb[R];
     std::int64_t total = 0;
-    for (int c = 0; c < R; ++c) {
-      alignas(32) std::int32_t lane[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lane), s[c]);
-      std::int32_t dot = 0;  // |dot| <= 2^14 n <= 2^30
-      for (int l = 0; l < 8; ++l) dot += lane[l];
-      for (std::int64_t q = k; q < n; ++q) dot += std::int32_t{x[q]} * bt_[c * n + q];
-      xb[c] = dot;
-      total += dot < 0 ? -std::int64_t{dot} : dot;
+    for (int c0 = 0; c0 < R; c0 += G) {
+      __m256i s[G];
+      for (int c = 0; c < G; ++c) s[c] = _mm256_setzero_si256();
+      for (std::int64_t k = 0; k < n16; k += 16) {
+        const __m256i xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k)));
+        for (int c = 0; c < G; ++c) {
+          const __m256i bv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bt_.data() + (c0 + c) * n + k));
+          s[c] = _mm256_add_epi32(s[c], _mm256_madd_epi16(xv, bv));
+        }
+      }
+      for (int c = 0; c < G; ++c) {
+        alignas(32) std::int32_t lane[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lane), s[c]);
+        std::int32_t dot = 0;  // |dot| <= 2^14 n <= 2^30
+        for (int l = 0; l < 8; ++l) dot += lane[l];
+        for (std::int64_t q = n16; q < n; ++q) dot += std::int32_t{x[q]} * bt_[(c0 + c) * n + q];
+        xb[c0 + c] = dot;
+        total += dot < 0 ? -std::int64_t{dot} : dot;
+      }
     }
     if (total >= (1 << 23)) return -1;
     const __m128i shift = _mm_cvtsi32_si128(g_.f->shift);
