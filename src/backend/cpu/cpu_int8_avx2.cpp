@@ -127,15 +127,9 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
   std::memcpy(y, out, static_cast<std::size_t>(count));
 }
 
-// The 16 values at `v` (int8) widened to T (int16 or int32) and stored at out.
-template <typename T>
-inline void store_widened(__m128i v, T* out) {
-  if constexpr (sizeof(T) == 2) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
-  } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi32(v));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
-  }
+// The 16 values at `v` (int8) widened to int16 and stored at out.
+inline void store_widened(__m128i v, std::int16_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
 }
 
 // The ranks with a shuffled widening and a vector rank sum: fn(integral_constant<int, R>) for R = 2, 4,
@@ -153,8 +147,7 @@ bool with_plane_rank(std::int64_t rank, Fn&& fn) {
 // Register q holds rows q (low lane) and q + 8 (high lane); three rounds of unpacks (bytes, words,
 // dwords) leave in each lane two columns of its 8 rows, and a qword permute puts a column's 16 rows
 // in one 128-bit half.
-template <typename T>
-void widen_16_rows_rank16(const std::int8_t* in, std::int64_t rows, std::int64_t k, T* planes) {
+void widen_16_rows_rank16(const std::int8_t* in, std::int64_t rows, std::int64_t k, std::int16_t* planes) {
   __m256i v[8], u[8];
   for (int q = 0; q < 8; ++q)
     v[q] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(in + (k + q + 8) * 16),
@@ -183,10 +176,10 @@ void widen_16_rows_rank16(const std::int8_t* in, std::int64_t rows, std::int64_t
     }
 }
 
-// planes[c * rows + k] = in[k * R + c] widened to T: a row-major (rows x R) int8 block as R planes,
+// planes[c * rows + k] = in[k * R + c] widened to int16: a row-major (rows x R) int8 block as R planes,
 // 16 rows a step by byte shuffles (R = 2, 4, 8, 16), the last rows one by one.
-template <int R, typename T>
-void widen_planes(const std::int8_t* in, std::int64_t rows, T* planes) {
+template <int R>
+void widen_planes(const std::int8_t* in, std::int64_t rows, std::int16_t* planes) {
   // per 128-bit lane: the bytes of each column together, 16 / R of them a column
   const __m256i by_column = R == 2   ? _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4,
                                                          6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
@@ -228,6 +221,50 @@ void widen_planes(const std::int8_t* in, std::int64_t rows, T* planes) {
     for (int c = 0; c < R; ++c) planes[c * rows + k] = in[k * R + c];
 }
 
+// pairs[p * 2 rows + 2 e + j] = in[e * R + 2 p + j] widened to int16: a row-major (rows x R) int8
+// block as R / 2 planes of int16 pairs, one int32 a row, for vpmaddwd against two ranks at once; 8
+// rows a step (R = 2: the bytes as they are; 4: a dword permute; 8, 16: per 4 planes, a 4 x 4 dword
+// transpose in each lane), the last rows one by one.
+template <int R>
+void widen_pair_planes(const std::int8_t* in, std::int64_t rows, std::int16_t* pairs) {
+  const auto bytes16 = [&](std::int64_t e) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + e)));
+  };
+  const auto put = [&](int p, std::int64_t e, __m256i v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + p * 2 * rows + 2 * e), v);
+  };
+  std::int64_t e = 0;
+  for (; e + 8 <= rows; e += 8) {
+    if constexpr (R == 2) {
+      put(0, e, bytes16(2 * e));
+    } else if constexpr (R == 4) {  // per register (4 rows): the rows' pair 0, then their pair 1
+      const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+      const __m256i lo = _mm256_permutevar8x32_epi32(bytes16(4 * e), order);
+      const __m256i hi = _mm256_permutevar8x32_epi32(bytes16(4 * e + 16), order);
+      put(0, e, _mm256_permute2x128_si256(lo, hi, 0x20));
+      put(1, e, _mm256_permute2x128_si256(lo, hi, 0x31));
+    } else {  // v[q]: pairs 4 g .. 4 g + 3 of row e + q (low lane) and of row e + q + 4 (high lane)
+      for (int g = 0; g < R / 8; ++g) {
+        __m256i v[4];
+        for (int q = 0; q < 4; ++q) {
+          const auto row = [&](std::int64_t i) {
+            return _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i * R + 8 * g)));
+          };
+          v[q] = _mm256_set_m128i(row(e + q + 4), row(e + q));
+        }
+        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        put(4 * g, e, _mm256_unpacklo_epi64(t0, t2));
+        put(4 * g + 1, e, _mm256_unpackhi_epi64(t0, t2));
+        put(4 * g + 2, e, _mm256_unpacklo_epi64(t1, t3));
+        put(4 * g + 3, e, _mm256_unpackhi_epi64(t1, t3));
+      }
+    }
+  }
+  for (; e < rows; ++e)
+    for (int c = 0; c < R; ++c) pairs[(c / 2) * 2 * rows + 2 * e + c % 2] = in[e * R + c];
+}
+
 // A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
 // added and saturated to int32 first when the member is perturbed.
 class RowEpilogue {
@@ -235,8 +272,8 @@ class RowEpilogue {
   RowEpilogue(const QmmArgs& g, std::int64_t m32)
       : g_(g), t_(static_cast<std::size_t>(m32)), p_(static_cast<std::size_t>(g.m)),
         at_(static_cast<std::size_t>(g.f->rank * g.m)), xb32_(static_cast<std::size_t>(g.f->rank)),
-        bt_(static_cast<std::size_t>(g.f->rank * g.n)), corr_(static_cast<std::size_t>(m32)),
-        xb_(static_cast<std::size_t>(g.f->rank)) {
+        bt_(static_cast<std::size_t>(g.f->rank * g.n)), ap_(static_cast<std::size_t>(g.f->rank * g.m)),
+        corr_(static_cast<std::size_t>(m32)), xb_(static_cast<std::size_t>(g.f->rank)) {
     for (int s = 0; s < 31; ++s)
       if (g.div.d == (std::int64_t{1} << s)) shift_ = s;
   }
@@ -256,8 +293,9 @@ class RowEpilogue {
   // Any rank, with n <= 65,536 and sum_c |x . B[:, c]| < 2^23: p = (x . B) . A[a] is exact in int32
   // (|p| < 2^23 127 < 2^30) and so is t = acc + s floor(p / 2^S) (as the AVX-512 level's int32
   // path). B^T and A^T, widened once per factor block met (a member's rows, or a pair's, share
-  // it), make both products loops over contiguous values that the compiler vectorises. False when
-  // the bounds do not hold (the caller then takes the int64 path).
+  // it), make both products loops over contiguous values that the compiler vectorises (at ranks 2,
+  // 4, 8, 16 A^T as planes of rank pairs, for planes_int32). False when the bounds do not hold (the
+  // caller then takes the int64 path).
   bool rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc) {
     const std::int64_t r = g_.f->rank, n = g_.n, m = g_.m;
     if (n > 65536) return false;
@@ -273,7 +311,7 @@ class RowEpilogue {
       widened_ = mf.b;
       const bool shuffled = with_plane_rank(r, [&](auto rank) {
         widen_planes<decltype(rank)::value>(mf.b, n, bt_.data());
-        widen_planes<decltype(rank)::value>(mf.a, m, at_.data());
+        widen_pair_planes<decltype(rank)::value>(mf.a, m, ap_.data());
       });
       if (!shuffled)
         for (std::int64_t c = 0; c < r; ++c) {
@@ -304,8 +342,9 @@ class RowEpilogue {
   }
 
   // rank_int32 for R = 2, 4, 8, 16 from the widened planes: the R dot products x . B in passes over
-  // x of up to 8 columns (vpmaddwd on int16), then per 8 outputs the rank sum, shift, sign and accumulator add in
-  // registers. 1 when done, -1 when the int32 bound does not hold (nothing written).
+  // x of up to 8 columns (vpmaddwd on int16), then per 8 outputs the rank sum (vpmaddwd on rank
+  // pairs), shift, sign and accumulator add in registers. 1 when done, -1 when the int32 bound does
+  // not hold (nothing written).
   template <int R>
   int planes_int32(int sign, const std::int8_t* x, const std::int32_t* acc) {
     const std::int64_t n = g_.n, m = g_.m;
@@ -334,14 +373,35 @@ class RowEpilogue {
       }
     }
     if (total >= (1 << 23)) return -1;
+    // p = (x . B) . A[e] by vpmaddwd on the rank pairs: x . B as int16 pairs when every |x . B[:, c]|
+    // < 2^15, else split in hi = xb >> 8 (|hi| <= 2^15) and lo = xb & 255 with p = 256 P(hi) + P(lo):
+    // every partial sum is within int32 since p and P(lo) (<= 255 128 R) are.
+    bool split = false;
+    for (int c = 0; c < R; ++c) split = split || xb[c] < -(1 << 15) || xb[c] >= (1 << 15);
+    __m256i hi[R / 2], lo[R / 2];
+    const auto pair = [](std::int32_t a, std::int32_t b) {
+      return _mm256_set1_epi32(static_cast<std::int32_t>((static_cast<std::uint32_t>(a) & 0xFFFF) |
+                                                         (static_cast<std::uint32_t>(b) << 16)));
+    };
+    for (int q = 0; q < R / 2; ++q) {
+      const std::int32_t a = xb[2 * q], b = xb[2 * q + 1];
+      hi[q] = split ? pair(a >> 8, b >> 8) : pair(a, b);
+      lo[q] = pair(a & 255, b & 255);
+    }
     const __m128i shift = _mm_cvtsi32_si128(g_.f->shift);
     const __m256i sv = _mm256_set1_epi32(sign);
+    const std::int16_t* ap = ap_.data();
+    const auto a_pairs = [&](int q, std::int64_t e) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap + q * 2 * m + 2 * e));
+    };
     std::int64_t e = 0;
     for (; e + 8 <= m; e += 8) {
       __m256i pv = _mm256_setzero_si256();
-      for (int c = 0; c < R; ++c) {
-        const __m256i ap = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at_.data() + c * m + e));
-        pv = _mm256_add_epi32(pv, _mm256_mullo_epi32(_mm256_set1_epi32(xb[c]), ap));
+      for (int q = 0; q < R / 2; ++q) pv = _mm256_add_epi32(pv, _mm256_madd_epi16(hi[q], a_pairs(q, e)));
+      if (split) {
+        __m256i pl = _mm256_setzero_si256();
+        for (int q = 0; q < R / 2; ++q) pl = _mm256_add_epi32(pl, _mm256_madd_epi16(lo[q], a_pairs(q, e)));
+        pv = _mm256_add_epi32(_mm256_slli_epi32(pv, 8), pl);
       }
       const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(t_.data() + e),
@@ -349,7 +409,7 @@ class RowEpilogue {
     }
     for (; e < m; ++e) {
       std::int32_t pe = 0;
-      for (int c = 0; c < R; ++c) pe += xb[c] * at_[c * m + e];
+      for (int c = 0; c < R; ++c) pe += xb[c] * ap[(c / 2) * 2 * m + 2 * e + c % 2];
       t_[e] = acc[e] + sign * (pe >> g_.f->shift);
     }
     return 1;
@@ -358,8 +418,8 @@ class RowEpilogue {
   const QmmArgs& g_;
   int shift_ = -1;  // log2 D_n when D_n is a power of two
   std::vector<std::int32_t> t_, p_, at_, xb32_;
-  std::vector<std::int16_t> bt_;
-  const std::int8_t* widened_ = nullptr;  // the factor block bt_ and at_ hold
+  std::vector<std::int16_t> bt_, ap_;
+  const std::int8_t* widened_ = nullptr;  // the factor block bt_ and at_ (or ap_) hold
   std::vector<std::int64_t> corr_, xb_;
 };
 
