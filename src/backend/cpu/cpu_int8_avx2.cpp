@@ -132,8 +132,10 @@ inline void store_widened(__m128i v, std::int16_t* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
 }
 
-// The ranks with a shuffled widening and a vector rank sum: fn(integral_constant<int, R>) for R = 2, 4,
-// 8, 16; false for any other rank.
+// The ranks with a shuffled widening and a vector rank sum (R = 2, 4, 8, 16), and a call of
+// fn(integral_constant<int, R>) at them (false at any other rank).
+bool plane_rank(std::int64_t rank) { return rank == 2 || rank == 4 || rank == 8 || rank == 16; }
+
 template <typename Fn>
 bool with_plane_rank(std::int64_t rank, Fn&& fn) {
   if (rank == 16) {
@@ -271,8 +273,9 @@ class RowEpilogue {
  public:
   RowEpilogue(const QmmArgs& g, std::int64_t m32)
       : g_(g), t_(static_cast<std::size_t>(m32)), p_(static_cast<std::size_t>(g.m)),
-        at_(static_cast<std::size_t>(g.f->rank * g.m)), xb32_(static_cast<std::size_t>(g.f->rank)),
-        bt_(static_cast<std::size_t>(g.f->rank * g.n)), ap_(static_cast<std::size_t>(g.f->rank * g.m)),
+        at_(plane_rank(g.f->rank) ? 0 : static_cast<std::size_t>(g.f->rank * g.m)),
+        xb32_(static_cast<std::size_t>(g.f->rank)), bt_(static_cast<std::size_t>(g.f->rank * g.n)),
+        ap_(plane_rank(g.f->rank) ? static_cast<std::size_t>(g.f->rank * g.m) : 0),
         corr_(static_cast<std::size_t>(m32)), xb_(static_cast<std::size_t>(g.f->rank)) {
     for (int s = 0; s < 31; ++s)
       if (g.div.d == (std::int64_t{1} << s)) shift_ = s;
@@ -417,9 +420,9 @@ class RowEpilogue {
 
   const QmmArgs& g_;
   int shift_ = -1;  // log2 D_n when D_n is a power of two
-  std::vector<std::int32_t> t_, p_, at_, xb32_;
-  std::vector<std::int16_t> bt_, ap_;
-  const std::int8_t* widened_ = nullptr;  // the factor block bt_ and at_ (or ap_) hold
+  std::vector<std::int32_t> t_, p_, at_, xb32_;  // at_: A^T at the ranks without pair planes
+  std::vector<std::int16_t> bt_, ap_;            // ap_: A's rank pairs at the plane ranks
+  const std::int8_t* widened_ = nullptr;  // the factor block bt_ and at_ or ap_ hold
   std::vector<std::int64_t> corr_, xb_;
 };
 
