@@ -132,10 +132,8 @@ inline void store_widened(__m128i v, std::int16_t* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
 }
 
-// The ranks with a shuffled widening and a vector rank sum (R = 2, 4, 8, 16), and a call of
-// fn(integral_constant<int, R>) at them (false at any other rank).
-bool plane_rank(std::int64_t rank) { return rank == 2 || rank == 4 || rank == 8 || rank == 16; }
-
+// The ranks with a shuffled widening and a vector rank sum (R = 2, 4, 8, 16): a call of
+// fn(integral_constant<int, R>) at them, false at any other rank.
 template <typename Fn>
 bool with_plane_rank(std::int64_t rank, Fn&& fn) {
   if (rank == 16) {
@@ -144,6 +142,8 @@ bool with_plane_rank(std::int64_t rank, Fn&& fn) {
   }
   return avx2::with_power_of_two_rank(rank, fn);
 }
+
+bool plane_rank(std::int64_t rank) { return with_plane_rank(rank, [](auto) {}); }
 
 // widen_planes for R = 16: rows k .. k + 15 of `in` (16 bytes each) as a 16 x 16 byte transpose.
 // Register q holds rows q (low lane) and q + 8 (high lane); three rounds of unpacks (bytes, words,
