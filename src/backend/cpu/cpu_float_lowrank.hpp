@@ -94,10 +94,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     const float* a = f.coef[j] != 0.0f && f.blocks[j] != nullptr ? f.blocks[j] + n * r : nullptr;
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
+  // Rank 1: the driver's tiles may sum x . B_j themselves (LowRankEpilogue::xb_in_tiles), from B_j
+  // here (null: an unperturbed row), in the order of L's products.
+  const auto row_b = r == 1 ? std::make_unique<const float*[]>(static_cast<std::size_t>(batch.rows())) : nullptr;
   const std::int64_t block_floats = r * (n + m);
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
-  const std::function<void(std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
-      [&](std::int64_t first, std::int64_t last, cpu::LineQueue* next) {
+  const std::function<void(std::int64_t, std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
+      [&](std::int64_t first, std::int64_t last, std::int64_t tiles_last, cpu::LineQueue* next) {
     // This block's factors generated where they are not yet (LowRankFactors::ready): now, by the
     // thread that reads them next, so they are in its cache.
     f.ready(first / rows_per_member, (last - 1) / rows_per_member - first / rows_per_member + 1);
@@ -149,6 +152,15 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         continue;
       }
       float* s = row_scale.get() + i * r;
+      if (i < tiles_last) {  // rank 1, x . B summed by the tiles, which scale coef_j by it
+        const std::int64_t by_tiles = std::min(run, tiles_last - i);
+        for (std::int64_t t = 0; t < by_tiles; ++t) {
+          row_b[i + t] = f.blocks[j];
+          s[t] = f.coef[j];
+        }
+        i += by_tiles;
+        continue;
+      }
       if (transposed) {
         if (block_of != f.blocks[j]) {
           block_of = f.blocks[j];
@@ -189,6 +201,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.row_a = row_a.get();
   e.row_scale = row_scale.get();
   e.a_by_rank = r == 1 || transposed;
+  e.xb_in_tiles = r == 1;
+  e.row_b = row_b.get();
   e.fetch_a_ahead = rows_per_member == 1;
   e.prepare = &prepare;
   // One row per member: blocks of rows whose factor blocks fit in the fetch budget, so that the

@@ -39,7 +39,7 @@ struct LowRankEpilogue {
   std::int64_t rank = 1, m = 0;
   std::int64_t rows = 0;                // rows of the call (the length of row_a)
   const float* const* row_a = nullptr;  // (rows): the row's A_j, null for an unperturbed member
-  const float* row_scale = nullptr;     // (rows, rank): s_i
+  float* row_scale = nullptr;           // (rows, rank): s_i
   // true: row_a points at A_j^T (rank, m), each c's values contiguous (rank 1: A_j itself);
   // false: at A_j (m, rank) in the factor block, whose columns the store takes itself.
   bool a_by_rank = true;
@@ -52,7 +52,15 @@ struct LowRankEpilogue {
   // before the GEMM when its threads share rows. Each row's values are the same either way.
   // next (null for the up-front call): where prepare may queue what the next block of rows will
   // read (their factor blocks), for the driver to fetch during this block's tiles.
-  const std::function<void(std::int64_t first, std::int64_t last, cpu::LineQueue* next)>* prepare = nullptr;
+  // Rank 1 with xb_in_tiles: the rows [first, tiles_last) get x B_j from the driver's tiles, which
+  // read x anyway: for them prepare sets row_b[i] = B_j (null for an unperturbed row) and
+  // row_scale[i] = coef_j, which the tiles turn into s_i = coef_j (x B_j), summed in the order of
+  // the level's x . B (a row's bits do not depend on which of the two computed it). tiles_last ==
+  // first: prepare computes every row's s_i itself.
+  const std::function<void(std::int64_t first, std::int64_t last, std::int64_t tiles_last, cpu::LineQueue* next)>*
+      prepare = nullptr;
+  bool xb_in_tiles = false;
+  const float* const* row_b = nullptr;  // (rows), with xb_in_tiles
   // Rows per block of the driver, if fewer than its own (rounded down to whole tiles, at least
   // one): so that what prepare queues for the next block fits in cache beside this one. The
   // blocking never changes a value.

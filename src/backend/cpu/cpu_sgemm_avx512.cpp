@@ -48,6 +48,12 @@ struct Zmm {
   static void transpose(Reg r[16]) { avx512::transpose16(r); }
   template <int R>
   static void columns(const float* p, Reg (&out)[R]) { avx512::columns<R>(p, kLanes, out); }
+  // A row's four x . B chains added as the level's rank-1 x . B adds its own (cpu_float_avx512.cpp,
+  // dot_rows): the pairs, then the pair sums, then the lanes.
+  static float xb_sum(const float* chains) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(load(chains), load(chains + 16)),
+                                              _mm512_add_ps(load(chains + 32), load(chains + 48))));
+  }
 };
 
 // 4-lane xmm traits for outputs m <= 4 (the small MLP's 2 outputs). The per-element chain is

@@ -17,7 +17,8 @@
 //   store(p, v), load_first(p, count) / store_first(p, v, count) for the first count lanes,
 //   transpose(Reg block[kLanes]): block[j][c] := block[c][j]; and for the fused low-rank
 //   epilogue (cpu_sgemm.hpp) rank_fma(p, rank, count, s, acc): acc = fma(s[c], p[l rank + c], acc)
-//   in lane l < count for c = 0 .. rank-1 in order (lanes past count add 0).
+//   in lane l < count for c = 0 .. rank-1 in order (lanes past count add 0); optionally (16 lanes)
+//   xb_sum(chains): the sum of a row's four x . B chains (XbPass) as the level's x . B adds them.
 #pragma once
 #include <omp.h>
 
@@ -42,8 +43,24 @@ struct Blocked {
 
   static std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
+  // Rank 1 with LowRankEpilogue::xb_in_tiles and rows of x of n >= kXbTilesMinN: the full tiles of
+  // a block's first panel also sum x . B_j of their rows, from the rows' values of the tile's k
+  // block just after its stores, while they are in L1 (xb_sums), instead of prepare reading the
+  // block's rows of x beforehand, which past L2's share of them pays for every row twice (at n 512
+  // it was as fast). Each row has four 16-lane chains over k: lane l of chain q takes k = 64 i +
+  // 16 q + l below n - n % 64, then chain 0 takes the rest 16 at a time (masked), from zero; at
+  // the last k the row's s = V::xb_sum(chains) coef_j. The level's x . B of a row sums the same
+  // way, so a row's bits do not depend on which of the two computed them.
+  struct XbPass {
+    const LowRankEpilogue* ep;
+    std::int64_t n, k0;  // k0: the call's first k, a multiple of 64
+    float* chains;       // (kMc, 64): row i's at (i % kMc) 64; a block's rows are < kMc consecutive rows
+  };
+  static constexpr bool kXbTiles = kLanes == 16 && requires(const float* p) { V::xb_sum(p); };
+  static constexpr std::int64_t kXbTilesMinN = 1024;
+
   using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
-                          const LowRankEpilogue*, std::int64_t, std::int64_t);
+                          const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*);
 
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
@@ -54,10 +71,12 @@ struct Blocked {
   // RANK FMAs per element are issued on the accumulators before the store (A^T rows: rank by rank
   // over the whole tile, like RANK more steps of k; A in the factor block: its columns by
   // shuffles, row by row); otherwise after the store (add_lowrank).
-  template <int MR, int NV, int RANK = 0>
+  // XB (RANK 0; rank 1's full tiles of a block's first panel, xb non-null): after the store the
+  // tile also sums its rows' x . B_j (XbPass), then adds the correction (add_lowrank).
+  template <int MR, int NV, int RANK = 0, bool XB = false>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
-                   std::int64_t col) {
+                   std::int64_t col, [[maybe_unused]] const XbPass* xb) {
     Reg acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -135,7 +154,39 @@ struct Blocked {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) V::store_first(y + r * ldy + v * kLanes, acc[r][v], cols - v * kLanes);
     }
+    if constexpr (XB) xb_sums<MR>(x, ldx, kc, *xb, row);
     if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, y, ldy);
+  }
+
+  // The XbPass of rows row .. row + MR - 1 over the call's kc values of k (x: at the call's first
+  // k), after the tile's stores, when the accumulators no longer hold registers (summed among the
+  // tile's FMAs, the chains cost the k loop a spilled accumulator; summed before them, the rows
+  // came from memory there instead of in the k loop, and it measured slower).
+  template <int MR>
+  static void xb_sums(const float* x, std::int64_t ldx, std::int64_t kc, const XbPass& xb, std::int64_t row) {
+    const std::int64_t n = xb.n, n64 = n - n % 64, k_end = xb.k0 + kc;
+    for (int r = 0; r < MR; ++r) {
+      const float* b = xb.ep->row_b[row + r];
+      if (b == nullptr) continue;
+      float* chains = xb.chains + (row + r) % kMc * 64;
+      Reg c0 = V::zero(), c1 = c0, c2 = c0, c3 = c0;
+      if (xb.k0 > 0)
+        c0 = V::load(chains), c1 = V::load(chains + 16), c2 = V::load(chains + 32), c3 = V::load(chains + 48);
+      const float* xr = x + r * ldx - xb.k0;  // at k = 0
+      std::int64_t k = xb.k0;                 // a multiple of 64
+      for (; k + 64 <= min64(k_end, n64); k += 64) {
+        c0 = V::fma(V::load(xr + k), V::load(b + k), c0);
+        c1 = V::fma(V::load(xr + k + 16), V::load(b + k + 16), c1);
+        c2 = V::fma(V::load(xr + k + 32), V::load(b + k + 32), c2);
+        c3 = V::fma(V::load(xr + k + 48), V::load(b + k + 48), c3);
+      }
+      for (; k < k_end; k += 16) {  // past n's last multiple of 64 (in the last call)
+        const int count = static_cast<int>(min64(kLanes, n - k));
+        c0 = V::fma(V::load_first(xr + k, count), V::load_first(b + k, count), c0);
+      }
+      V::store(chains, c0), V::store(chains + 16, c1), V::store(chains + 32, c2), V::store(chains + 48, c3);
+      if (k_end == n) xb.ep->row_scale[row + r] = V::xb_sum(chains) * xb.ep->row_scale[row + r];
+    }
   }
 
   // out[c] lane l = p[l RANK + c], c < RANK, l < kLanes: a vector's columns of a (kLanes, RANK)
@@ -226,6 +277,12 @@ struct Blocked {
     }
   }
 
+  // The first panel's full tile that also sums x . B (rank 1; XbPass).
+  static TileFn xb_tile() {
+    if constexpr (kXbTiles) return &tile<kMr, kNv, 0, true>;
+    return nullptr;
+  }
+
   // kTiles[NV - 1][MR - 1] = tile<MR, NV>: the edge tiles (fewer rows at the end of a row range,
   // fewer vectors in a narrow last panel) run the same per-element chain as the full tile.
   template <int NV, std::size_t... R>
@@ -263,6 +320,13 @@ struct Blocked {
                       bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     const TileFn full = full_tile(ep);
+    // x . B in the first panel's full tiles (XbPass): blocks prepared here, long rows, k blocks
+    // starting at multiples of 64, a first panel of full width
+    const bool xb_tiles = kXbTiles && prepare_blocks && ep != nullptr && ep->prepare != nullptr && ep->xb_in_tiles &&
+                          ep->rank == 1 && n >= kXbTilesMinN && (n_kblocks == 1 || kc_step % 64 == 0) &&
+                          (p0 + 1) * kNr <= m;
+    const TileFn first_panel = xb_tiles ? xb_tile() : full;
+    alignas(64) float chains[kXbTiles ? kMc * 64 : 1];
     cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
     const std::int64_t mc =
@@ -272,7 +336,7 @@ struct Blocked {
       std::int64_t fetch_per_tile = 0;
       if (prepare_blocks && ep != nullptr && ep->prepare != nullptr) {
         queue.clear();
-        (*ep->prepare)(i0, i1, i1 < r1 ? &queue : nullptr);
+        (*ep->prepare)(i0, i1, xb_tiles ? i0 + (i1 - i0) / kMr * kMr : i0, i1 < r1 ? &queue : nullptr);
         const std::int64_t tiles = n_kblocks * (p1 - p0) * ((i1 - i0 + kMr - 1) / kMr);
         fetch_per_tile = (queue.lines_left() + tiles - 1) / tiles;
       }
@@ -282,27 +346,31 @@ struct Blocked {
         const LowRankEpilogue* epk = k0 + kc == n ? ep : nullptr;
         const LowRankEpilogue* ahead = epk != nullptr && epk->fetch_a_ahead ? epk : nullptr;
         if (ahead != nullptr) prefetch_a(*ahead, i0, p0 * kNr);
+        const XbPass pass{ep, n, k0, chains};
         for (std::int64_t p = p0; p < p1; ++p) {
           const float* panel = packed + (p * n + k0) * kNr;
           const int cols = static_cast<int>(min64(kNr, m - p * kNr));
           const int nv = (cols + kLanes - 1) / kLanes;
+          const TileFn full_p = p == p0 ? first_panel : full;
+          const XbPass* xb = xb_tiles && p == p0 ? &pass : nullptr;
           std::int64_t i = i0;
           if (nv == kNv && cols == kNr)
             for (; i + kMr <= i1; i += kMr) {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               queue.pump(fetch_per_tile);
-              full(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
+              full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb);
             }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr) {
               queue.pump(fetch_per_tile);
-              tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr);
+              tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr,
+                             nullptr);
             }
           for (; i < i1; i += kMr) {
             queue.pump(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
-                                                   epk, i, p * kNr);
+                                                   epk, i, p * kNr, nullptr);
           }
         }
       }
@@ -331,7 +399,7 @@ struct Blocked {
     const std::int64_t tc = n_threads / tr;
     // Rows shared by threads (tc > 1): their correction inputs are prepared once, up front.
     if (tc > 1 && ep != nullptr && ep->prepare != nullptr) {
-      if (t == 0) (*ep->prepare)(0, rows, nullptr);
+      if (t == 0) (*ep->prepare)(0, rows, 0, nullptr);
       cpu_parallel::barrier(n_threads);
     }
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
