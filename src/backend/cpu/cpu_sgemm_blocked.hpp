@@ -46,11 +46,11 @@ struct Blocked {
   // Rank 1 with LowRankEpilogue::xb_in_tiles and rows of x of n >= kXbTilesMinN: the full tiles of
   // a block's first panel also sum x . B_j of their rows, from the rows' values of the tile's k
   // block just after its stores, while they are in L1 (xb_sums), instead of prepare reading the
-  // block's rows of x beforehand, which past L2's share of them pays for every row twice (at n 512
-  // it was as fast). Each row has four 16-lane chains over k: lane l of chain q takes k = 64 i +
-  // 16 q + l below n - n % 64, then chain 0 takes the rest 16 at a time (masked), from zero; at
-  // the last k the row's s = V::xb_sum(chains) coef_j. The level's x . B of a row sums the same
-  // way, so a row's bits do not depend on which of the two computed them.
+  // block's rows of x beforehand (faster at n 2048, not at n 512: docs/results.md, "x . B of
+  // long rows in the GEMM's tiles"). Each row has four 16-lane chains over k: lane l of chain q
+  // takes k = 64 i + 16 q + l below n - n % 64, then chain 0 takes the rest 16 at a time
+  // (masked), from zero; at the last k the row's s = V::xb_sum(chains) coef_j. The level's x . B
+  // of a row sums the same way, so a row's bits do not depend on which of the two computed them.
   struct XbPass {
     const LowRankEpilogue* ep;
     std::int64_t n, k0;  // k0: the call's first k, a multiple of 64
