@@ -54,7 +54,7 @@ struct Blocked {
   struct XbPass {
     const LowRankEpilogue* ep;
     std::int64_t n, k0;  // k0: the call's first k, a multiple of 64
-    float* chains;       // (kMc, 64): row i's at (i % kMc) 64; a block's rows are < kMc consecutive rows
+    float* chains;       // (kMc, 64): row i's at (i % kMc) 64 (a block is at most kMc consecutive rows)
   };
   static constexpr bool kXbTiles = kLanes == 16 && requires(const float* p) { V::xb_sum(p); };
   static constexpr std::int64_t kXbTilesMinN = 1024;
