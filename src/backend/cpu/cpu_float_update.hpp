@@ -186,7 +186,7 @@ struct Update {
         // prefetchers do not follow them, and packing them unfetched waited on memory for most of
         // its time. Each tile asks for its share of the lines among its multiply-adds, one a step
         // of its depth loop: asked for in a burst before each tile, they stalled the core on its
-        // outstanding-miss buffers, and on two threads the medium model's shapes ran 5-10% slower.
+        // outstanding-miss buffers (two threads, the medium model's shapes: 3.5-7% slower).
         cpu::LineQueue queue;
         std::array<const char*, kDepth> fetch;
         const auto queue_step = [&](std::int64_t k0, std::int64_t cb) {
