@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cpu/avx512_columns.hpp"
@@ -93,44 +94,46 @@ inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t
   xb[0] = _mm512_reduce_add_epi32(_mm512_sub_epi32(dot, _mm512_slli_epi32(col, 7)));
 }
 
-// xb[c] = x . B[:, c] for R = 2, 4, 8: 16 / R groups of 4 rows of B (64 bytes) a step, permuted so
-// that int32 lane g R + c holds B[4 g .. 4 g + 3][c] against x's group g, every lane busy; two
-// chains of steps; then each c's lanes added. All sums are int32 modulo 2^32, so any order gives
-// the same xb (the true value fits int32). xu: a row of x + 128 padded to a multiple of 64 bytes
-// (B's bytes past n are masked to zero, so the padding's values do not count).
+// xb[c] = x . B[:, c] for R = 2, 4, 8: 16 / R = G groups of 4 rows of B (64 bytes) a step,
+// permuted so that int32 lane c G + g holds B[4 g .. 4 g + 3][c] against x's group g: the step's
+// 4 G bytes of x broadcast to each c's G lanes are one load, every lane busy. Two chains of steps;
+// then each c's G lanes added. All sums are int32 modulo 2^32, so any order gives the same xb (the
+// true value fits int32). xu: a row of x + 128 padded to a multiple of 64 bytes (B's bytes past n
+// are masked to zero, so the padding's values do not count).
 template <int R>
 inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
   constexpr int kGroups = 16 / R, kStep = 4 * kGroups;  // groups of 4 k and k per step
   alignas(64) std::uint8_t idx_bytes[64];
-  alignas(64) std::int32_t x_lanes[16];
-  for (int g = 0; g < kGroups; ++g)
-    for (int c = 0; c < R; ++c) {
-      x_lanes[g * R + c] = g;
-      for (int q = 0; q < 4; ++q) idx_bytes[4 * (g * R + c) + q] = static_cast<std::uint8_t>((4 * g + q) * R + c);
-    }
-  const __m512i idx = _mm512_load_si512(idx_bytes), x_idx = _mm512_load_si512(x_lanes), ones = _mm512_set1_epi8(1);
-  constexpr __mmask16 kXDwords = static_cast<__mmask16>((1u << kGroups) - 1);
+  for (int c = 0; c < R; ++c)
+    for (int g = 0; g < kGroups; ++g)
+      for (int q = 0; q < 4; ++q) idx_bytes[4 * (c * kGroups + g) + q] = static_cast<std::uint8_t>((4 * g + q) * R + c);
+  const __m512i idx = _mm512_load_si512(idx_bytes), ones = _mm512_set1_epi8(1);
+  const auto x_at = [&](std::int64_t k) {  // xu[k .. k + kStep) in each c's lanes (within the padded row)
+    if constexpr (R == 2) return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + k)));
+    if constexpr (R == 4) return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xu + k)));
+    std::uint64_t v;
+    std::memcpy(&v, xu + k, sizeof v);
+    return _mm512_set1_epi64(static_cast<long long>(v));
+  };
   __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, col[2] = {dot[0], dot[0]};
-  const auto step = [&](std::int64_t k, int chain) {
-    const __m512i raw = _mm512_maskz_loadu_epi8(byte_mask(std::min<std::int64_t>(kStep, n - k) * R), b + k * R);
+  const auto step = [&](std::int64_t k, __m512i raw, int chain) {
     const __m512i bv = _mm512_permutexvar_epi8(idx, raw);
-    const __m512i xv = _mm512_permutexvar_epi32(x_idx, _mm512_maskz_loadu_epi32(kXDwords, xu + k));
-    dot[chain] = _mm512_dpbusd_epi32(dot[chain], xv, bv);
+    dot[chain] = _mm512_dpbusd_epi32(dot[chain], x_at(k), bv);
     col[chain] = _mm512_dpbusd_epi32(col[chain], ones, bv);
   };
   std::int64_t k = 0;
   for (; k + 2 * kStep <= n; k += 2 * kStep) {
-    step(k, 0);
-    step(k + kStep, 1);
+    step(k, _mm512_loadu_si512(b + k * R), 0);
+    step(k + kStep, _mm512_loadu_si512(b + (k + kStep) * R), 1);
   }
-  for (; k < n; k += kStep) step(k, 0);
+  for (; k < n; k += kStep) step(k, _mm512_maskz_loadu_epi8(byte_mask(std::min<std::int64_t>(kStep, n - k) * R), b + k * R), 0);
   const __m512i sum =
       _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]), _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
   alignas(64) std::uint32_t lanes[16];
   _mm512_store_si512(lanes, sum);
   for (int c = 0; c < R; ++c) {
     std::uint32_t v = 0;
-    for (int g = 0; g < kGroups; ++g) v += lanes[g * R + c];
+    for (int g = 0; g < kGroups; ++g) v += lanes[c * kGroups + g];
     xb[c] = static_cast<std::int32_t>(v);
   }
 }
