@@ -80,18 +80,27 @@ struct Rank1Rows {
 };
 using FusedRow = Rank1Rows::Row;
 
-// xb[c] = x . B[:, c] for rank 1: B is one contiguous column, so 64 k per step; xu is x + 128.
-inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b,
-                     std::int32_t* xb) {
-  __m512i dot = _mm512_setzero_si512(), col = _mm512_setzero_si512();
+// xb[t][0] = x_t . B for T rows x_t = xu + t x_stride (T = 1, or 2: an antithetic pair's members,
+// which share B) at rank 1: B is one contiguous column, so 64 k per step, its loads and column
+// sums shared by the rows; xu is x + 128.
+template <int T = 1>
+inline void xb_rank1_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b,
+                          std::int32_t* const* xb) {
+  __m512i dot[T], col = _mm512_setzero_si512();
+  for (int t = 0; t < T; ++t) dot[t] = col;
   const __m512i ones = _mm512_set1_epi8(1);
   for (std::int64_t k = 0; k < x_stride; k += 64) {
     const __m512i bv = _mm512_maskz_loadu_epi8(byte_mask(n - k), b + k);
-    dot = _mm512_dpbusd_epi32(dot, _mm512_loadu_si512(xu + k), bv);
+    for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_loadu_si512(xu + t * x_stride + k), bv);
     col = _mm512_dpbusd_epi32(col, ones, bv);
   }
   // one reduction of dot - 128 col, modulo 2^32 (the sums may wrap for n > 65,536; the true xb fits int32)
-  xb[0] = _mm512_reduce_add_epi32(_mm512_sub_epi32(dot, _mm512_slli_epi32(col, 7)));
+  for (int t = 0; t < T; ++t) xb[t][0] = _mm512_reduce_add_epi32(_mm512_sub_epi32(dot[t], _mm512_slli_epi32(col, 7)));
+}
+
+inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b,
+                     std::int32_t* xb) {
+  xb_rank1_rows<1>(xu, x_stride, n, b, &xb);
 }
 
 // xb[c] = x . B[:, c] for R = 2, 4, 8: 16 / R = G groups of 4 rows of B (64 bytes) a step,

@@ -63,7 +63,7 @@ class RowEpilogue {
       block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
       if (block_mf_[i - i0].sign != 0 && !rank1) return false;
     }
-    if (rank1) runs_xb<1>(i0, i1, xu, x_stride);  // several rows per member: x . B by runs
+    if (rank1) runs_xb<1>(i0, i1, xu, x_stride);
     const std::int64_t per_block = (g_.m + 15) / 16 * 16;
     ensure_size(a32_, (i1 - i0) * per_block);
     std::int64_t used = 0;
@@ -74,7 +74,6 @@ class RowEpilogue {
       FusedRow& fr = rows[i - i0];
       fr.sign = 0;  // field by field: a whole-struct copy here stalls on store forwarding
       if (mf.sign == 0) continue;
-      if (g_.batch.rows_per_member == 1) xb_rank1(xu + (i - i0) * x_stride, x_stride, g_.n, mf.b, xb_[i - i0]);
       fr.xb = xb_[i - i0][0];
       if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
       if (mf.a != last_a) {  // each factor block met has its A widened once
@@ -108,8 +107,7 @@ class RowEpilogue {
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors& mf = block_mf_[i - i0];
       if (mf.sign == 0) continue;
-      std::int32_t* xi = xb_[i - i0];
-      if (g_.batch.rows_per_member == 1) xb_rank_n(xu + (i - i0) * x_stride, g_.n, R, mf.b, xi);
+      const std::int32_t* xi = xb_[i - i0];
       std::int64_t total = 0;
       for (int c = 0; c < R; ++c) total += xi[c] < 0 ? -std::int64_t{xi[c]} : xi[c];
       if (total >= (1 << 23)) return Fused::no;
@@ -118,11 +116,11 @@ class RowEpilogue {
     return pairs ? Fused::pairs : Fused::wide;
   }
 
-  // With several rows per member: x . B of each perturbed row of [i0, i1) (factors in block_mf_)
-  // into xb_, by runs of rows with the same factor block, several rows at a time.
+  // x . B of each perturbed row of [i0, i1) (factors in block_mf_) into xb_. With several rows per
+  // member: by runs of rows with the same factor block, several rows at a time; with one, pairs_xb.
   template <int R>
   void runs_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
-    if (g_.batch.rows_per_member == 1) return;
+    if (g_.batch.rows_per_member == 1) return pairs_xb<R>(i0, i1, xu, x_stride);
     constexpr int kTogether = R == 1 ? 8 : 4;  // the rows whose sums xb_rows keeps in registers
     for (std::int64_t i = i0; i < i1;) {
       const MemberFactors& mf = block_mf_[i - i0];
@@ -143,6 +141,26 @@ class RowEpilogue {
         }
       }
       i += run;
+    }
+  }
+
+  // runs_xb with one row per member: at rank 1 an antithetic pair's two rows (next to each other,
+  // B shared) in one pass of B, any other row alone.
+  template <int R>
+  void pairs_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
+    for (std::int64_t i = i0; i < i1;) {
+      const MemberFactors& mf = block_mf_[i - i0];
+      const std::uint8_t* x = xu + (i - i0) * x_stride;
+      const bool pair = R == 1 && mf.sign != 0 && i + 1 < i1 &&
+                        block_mf_[i + 1 - i0].sign != 0 && block_mf_[i + 1 - i0].b == mf.b;
+      if (pair) {
+        std::int32_t* const out[2] = {xb_[i - i0], xb_[i + 1 - i0]};
+        xb_rank1_rows<2>(x, x_stride, g_.n, mf.b, out);
+      } else if (mf.sign != 0) {
+        if constexpr (R == 1) xb_rank1(x, x_stride, g_.n, mf.b, xb_[i - i0]);
+        if constexpr (R > 1) xb_rank_n(x, g_.n, R, mf.b, xb_[i - i0]);
+      }
+      i += pair ? 2 : 1;
     }
   }
 
