@@ -135,7 +135,8 @@ inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8
     step(k, _mm512_loadu_si512(b + k * R), 0);
     step(k + kStep, _mm512_loadu_si512(b + (k + kStep) * R), 1);
   }
-  for (; k < n; k += kStep) step(k, _mm512_maskz_loadu_epi8(byte_mask(std::min<std::int64_t>(kStep, n - k) * R), b + k * R), 0);
+  for (; k < n; k += kStep)
+    step(k, _mm512_maskz_loadu_epi8(byte_mask(std::min<std::int64_t>(kStep, n - k) * R), b + k * R), 0);
   const __m512i sum =
       _mm512_sub_epi32(_mm512_add_epi32(dot[0], dot[1]), _mm512_slli_epi32(_mm512_add_epi32(col[0], col[1]), 7));
   alignas(64) std::uint32_t lanes[16];
