@@ -157,8 +157,10 @@ class RowEpilogue {
         std::int32_t* const out[2] = {xb_[i - i0], xb_[i + 1 - i0]};
         xb_rank1_rows<2>(x, x_stride, g_.n, mf.b, out);
       } else if (mf.sign != 0) {
-        if constexpr (R == 1) xb_rank1(x, x_stride, g_.n, mf.b, xb_[i - i0]);
-        if constexpr (R > 1) xb_rank_n(x, g_.n, R, mf.b, xb_[i - i0]);
+        if constexpr (R == 1)
+          xb_rank1(x, x_stride, g_.n, mf.b, xb_[i - i0]);
+        else
+          xb_rank_n(x, g_.n, R, mf.b, xb_[i - i0]);
       }
       i += pair ? 2 : 1;
     }
