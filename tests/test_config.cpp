@@ -202,7 +202,7 @@ TEST_F(ConfigTest, EveryRangeIsChecked) {
       {"[run]\nkeep_checkpoints = 0", "run.keep_checkpoints = 0: expected an integer in [1, 2147483647]"},
       {"[run]\neval_every = -5", "run.eval_every = -5: expected an integer >= 0"},
       {"[run]\nmax_bad_epochs = 0", "run.max_bad_epochs = 0: expected an integer in [1, 2147483647]"},
-      {"[run]\nsimd = \"sse\"", "run.simd = \"sse\": expected one of auto, avx512, avx2, scalar"},
+      {"[run]\nsimd = \"sse\"", "run.simd = \"sse\": expected one of auto, avx512_amx, avx512, avx2, scalar"},
       {"[run]\nseed = -1", "run.seed = -1: expected an integer >= 0"},
       {"[run]\nseed = \"42\"", "run.seed = \"42\": expected an integer >= 0"},
       {"[es]\nnoiser = \"foo\"", "es.noiser = \"foo\": expected one of eggroll, open_es, eggroll_sign, "

@@ -115,7 +115,7 @@ Tensor random_input(DType dtype, std::int64_t rows, std::int64_t cols, std::uint
 nlohmann::json machine_json() {
   const SystemInfo s = system_info();
   return {{"cpu", s.cpu_model}, {"cpu_family", s.cpu_family}, {"cpu_model_number", s.cpu_model_number},
-          {"cpu_description", cpu_description(s)}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni},
+          {"cpu_description", cpu_description(s)}, {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni}, {"amx_int8", s.amx_int8},
           {"int8_level", cpu_int8::level()}, {"sgemm_level", cpu_sgemm::level()},
           {"noise_level", noise_simd_level()}, {"threads", omp_get_max_threads()}};
 }
@@ -130,16 +130,18 @@ struct Level {
 };
 
 std::vector<Level> peak_levels() {
-  bool avx2 = false, avx512 = false, vnni = false;
+  bool avx2 = false, avx512 = false, vnni = false, amx = false;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   avx512 = __builtin_cpu_supports("avx512f");
   vnni = avx512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  amx = cpu_int8::levels().back() == "avx512_amx";
 #endif
   return {
       {"avx512", "f32", avx512, [](std::int64_t it, float* f, int*) { return cpu_peak::fp32_avx512(it, f); }},
       {"avx2", "f32", avx2, [](std::int64_t it, float* f, int*) { return cpu_peak::fp32_avx2(it, f); }},
+      {"avx512_amx", "int8", amx, [](std::int64_t it, float*, int* i) { return cpu_peak::int8_amx(it, i); }},
       {"avx512_vnni", "int8", vnni, [](std::int64_t it, float*, int* i) { return cpu_peak::int8_vnni512(it, i); }},
       {"avx2", "int8", avx2, [](std::int64_t it, float*, int* i) { return cpu_peak::int8_avx2(it, i); }},
   };

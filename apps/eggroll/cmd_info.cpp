@@ -13,7 +13,8 @@ int info(const std::string& json) {
   std::printf("version: %s\n", s.version.c_str());
   std::printf("backends: reference, cpu\n");
   std::printf("cpu: %s\n", cpu_description(s).c_str());
-  std::printf("simd: %s%s\n", s.simd_level.c_str(), s.avx512_vnni ? " (+vnni)" : "");
+  std::printf("simd: %s%s\n", s.simd_level.c_str(),
+              s.amx_int8 ? " (+vnni, +amx int8)" : (s.avx512_vnni ? " (+vnni)" : ""));
   std::printf("threads: %d\n", s.max_threads);
   std::printf("gpus: %s\n", gpus);
   std::printf("mpi: %s\n", s.mpi_built ? "found at build time (not built yet)" : "no");
@@ -21,7 +22,7 @@ int info(const std::string& json) {
   if (!json.empty())
     write_json(json, {{"version", s.version}, {"backends", {"reference", "cpu"}}, {"cpu", s.cpu_model},
                       {"cpu_family", s.cpu_family}, {"cpu_model_number", s.cpu_model_number},
-                      {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni}, {"threads", s.max_threads},
+                      {"simd", s.simd_level}, {"avx512_vnni", s.avx512_vnni}, {"amx_int8", s.amx_int8}, {"threads", s.max_threads},
                       {"cuda_built", s.cuda_built}, {"mpi_built", s.mpi_built}, {"python_built", s.python_built}});
   return 0;
 }

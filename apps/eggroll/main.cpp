@@ -96,8 +96,9 @@ int main(int argc, char** argv) {
   b->add_option("--table-log2", bench_args.table_log2, "es.table_log2_size of table noise (default 24)")
       ->check(CLI::Range(20, 30));
   b->add_option("--simd", bench_args.simd,
-                "SIMD level of the kernels, as run.simd: auto (default), scalar, avx2, avx512 (up to this machine's)")
-      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "avx512_vnni"}));
+                "SIMD level of the kernels, as run.simd: auto (default), scalar, avx2, avx512, avx512_amx (the int8 "
+                "matmul on AMX tiles; up to this machine's)")
+      ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "avx512_vnni", "avx512_amx"}));
   b->add_option("--json", bench_args.json, "Write the records as JSON to FILE (- for standard output)")
       ->check(kJsonOutput);
 

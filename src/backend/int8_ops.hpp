@@ -48,8 +48,8 @@ namespace eggroll::cpu_int8 {
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
   std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w);
-// The SIMD level the cpu int8 kernels use ("avx512_vnni", "avx2" or "scalar"), chosen once at
-// run time; set_level forces a lower one (tests, run.simd).
+// The SIMD level the cpu int8 kernels use ("avx512_amx", "avx512_vnni", "avx2" or "scalar"),
+// chosen once at run time; set_level forces a lower one (tests, run.simd).
 const char* level();
 void set_level(const char* level);
 // The levels this machine runs, lowest first.
@@ -133,7 +133,8 @@ void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shif
 
 void qmm_scalar(const QmmArgs& args);
 void qmm_avx2(const QmmArgs& args);
-void qmm_avx512_vnni(const QmmArgs& args);
+// amx: the tiles' accumulators computed on AMX tiles (cpu_int8_amx.hpp), the rest as without.
+void qmm_avx512_vnni(const QmmArgs& args, bool amx);
 
 // The discrete update's pairs as the level kernels receive them: the j-th rank-1 term
 // (j = k r + c over the pairs with d != 0) contributes coef[j] * Bp-column j, coef[j] = d_k A_k[a][c].

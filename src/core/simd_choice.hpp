@@ -1,5 +1,6 @@
-// The run-time SIMD level of one kernel family (internal): scalar, avx2 or the family's AVX-512
-// level, detected once from the CPU, forced by run.simd (tests, resumes), read on every call.
+// The run-time SIMD level of one kernel family (internal): scalar, avx2, the family's AVX-512
+// level or, for a family that has one, a level above it (the int8 kernels' AMX tiles), detected
+// once from the CPU, forced by run.simd (tests, resumes), read on every call.
 #pragma once
 #include <atomic>
 #include <string>
@@ -11,12 +12,13 @@ namespace eggroll {
 
 class SimdChoice {
  public:
-  enum Level { scalar = 0, avx2 = 1, avx512 = 2 };
+  enum Level { scalar = 0, avx2 = 1, avx512 = 2, above_avx512 = 3 };
 
-  // family names the kernels in messages; avx512_name is the top level's name ("avx512", or
-  // "avx512_vnni" for the int8 kernels); best is the highest level this machine and build run.
-  SimdChoice(const char* family, const char* avx512_name, Level best)
-      : family_(family), names_{"scalar", "avx2", avx512_name}, best_(best), level_(best) {}
+  // family names the kernels in messages; avx512_name is the AVX-512 level's name ("avx512", or
+  // "avx512_vnni" for the int8 kernels) and top_name the level above it (null: none); best is the
+  // highest level this machine and build run.
+  SimdChoice(const char* family, const char* avx512_name, Level best, const char* top_name = nullptr)
+      : family_(family), names_{"scalar", "avx2", avx512_name, top_name}, best_(best), level_(best) {}
 
   Level level() const { return static_cast<Level>(level_.load(std::memory_order_relaxed)); }
   // The levels this machine runs, lowest first (what set accepts, besides "auto").
@@ -30,17 +32,18 @@ class SimdChoice {
     if (want == "auto") want = names_[best_];
     if (want == "avx512" || want == "avx512_vnni") want = names_[avx512];
     for (int l = 0; l <= best_; ++l)
-      if (want == names_[l]) {
+      if (names_[l] != nullptr && want == names_[l]) {
         level_.store(l, std::memory_order_relaxed);
         return;
       }
     throw_error(family_, " SIMD level '", want, "' is not available: this machine runs up to '", names_[best_],
-                "'; choose one of auto, scalar, avx2, ", names_[avx512], " up to that");
+                "'; choose one of auto, scalar, avx2, ", names_[avx512],
+                names_[above_avx512] != nullptr ? std::string(", ") + names_[above_avx512] : std::string(), " up to that");
   }
 
  private:
   const char* family_;
-  const char* names_[3];
+  const char* names_[4];
   int best_;
   std::atomic<int> level_;
 };

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/int8_ops.hpp"
 #include "eggroll/core/error.hpp"
 
 #if defined(__GLIBC__)
@@ -67,6 +68,7 @@ SystemInfo system_info() {
   else
     s.simd_level = "scalar";
   s.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+  s.amx_int8 = cpu_int8::levels().back() == "avx512_amx";
 #else
   s.simd_level = "scalar";
 #endif

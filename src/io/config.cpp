@@ -73,7 +73,7 @@ SectionDef run_section() {
       .add("keep_checkpoints", &RunConfig::keep_checkpoints, {.min = ge(1)})
       .add("eval_every", &RunConfig::eval_every, {.min = ge(0)})
       .add("max_bad_epochs", &RunConfig::max_bad_epochs, {.min = ge(1)})
-      .add("simd", &RunConfig::simd, {.choices = {"auto", "avx512", "avx2", "scalar"}});
+      .add("simd", &RunConfig::simd, {.choices = {"auto", "avx512_amx", "avx512", "avx2", "scalar"}});
   return b.def;
 }
 

@@ -17,6 +17,7 @@ struct SystemInfo {
   int cpu_family = -1, cpu_model_number = -1;
   std::string simd_level;    // best supported: avx512 | avx2 | scalar
   bool avx512_vnni = false;
+  bool amx_int8 = false;     // AMX-INT8 usable here (the CPU has it and the kernel granted its tiles)
   int max_threads = 1;       // OpenMP threads available
 };
 

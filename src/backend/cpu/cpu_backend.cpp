@@ -24,13 +24,16 @@ namespace eggroll {
 namespace {
 
 // The float kernels with SIMD levels follow the level of the int8 kernels (run.simd): AVX-512
-// where the int8 level is avx512_vnni, AVX2 where the fp32 GEMM's level has AVX2, the portable
+// where the int8 level is avx512_vnni or avx512_amx, AVX2 where the fp32 GEMM's level has AVX2, the portable
 // loops below otherwise.
 // Below this many elements an elementwise op runs on the calling thread (starting a team costs
 // more; results never depend on it).
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
 
-bool float_avx512() { return std::string(cpu_int8::level()) == "avx512_vnni"; }
+bool float_avx512() {
+  const std::string level = cpu_int8::level();
+  return level == "avx512_vnni" || level == "avx512_amx";
+}
 // The AVX2 float kernels serve below that where the GEMM runs at avx2 or above (AVX2 and FMA).
 bool float_avx2() {
   const std::string gemm = cpu_sgemm::level();
@@ -64,8 +67,10 @@ class CpuBackend final : public Backend {
   // level; the int8 kernels too; the other float kernels differ between levels by rounding only.
   void set_simd(const std::string& level) override {
     cpu_int8::set_level(level.c_str());
-    cpu_sgemm::set_level(level == "avx512_vnni" ? "avx512" : level.c_str());
-    set_noise_simd(level.c_str());
+    // the int8 kernels' own names for their AVX-512 levels are the other families' avx512
+    const bool int8_name = level == "avx512_vnni" || level == "avx512_amx";
+    cpu_sgemm::set_level(int8_name ? "avx512" : level.c_str());
+    set_noise_simd(int8_name ? "avx512" : level.c_str());
   }
   void set_threads(int threads) override {
     if (threads > 0) omp_set_num_threads(threads);

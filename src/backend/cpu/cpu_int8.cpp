@@ -9,6 +9,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "backend/cpu/cpu_int8_amx.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/line_queue.hpp"
 #include "backend/int8_ops.hpp"
@@ -27,18 +28,21 @@ SimdChoice::Level detect_level() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
-    return SimdChoice::avx512;
+    return detail::amx_usable() ? SimdChoice::above_avx512 : SimdChoice::avx512;
   if (__builtin_cpu_supports("avx2")) return SimdChoice::avx2;
 #endif
   return SimdChoice::scalar;
 }
 
 SimdChoice& choice() {
-  static SimdChoice c("cpu int8", "avx512_vnni", detect_level());
+  static SimdChoice c("cpu int8", "avx512_vnni", detect_level(), "avx512_amx");
   return c;
 }
 
 SimdChoice::Level current_level() { return choice().level(); }
+
+// avx512_vnni or avx512_amx: the AVX-512 kernels run at both (AMX only accumulates qmm's tiles).
+bool at_avx512() { return current_level() >= SimdChoice::avx512; }
 
 }  // namespace
 
@@ -93,7 +97,7 @@ void add_row_scalar(std::int64_t d, const std::int8_t* a, const std::int8_t* b, 
 
 void add_addend(const QmmArgs& g, std::int64_t i0, std::int64_t i1) {
   if (g.add.empty()) return;
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   for (std::int64_t i = i0; i < i1; ++i) {
     std::int8_t* yi = g.y + i * g.m;
     const std::int8_t* ri = g.add.rows != nullptr ? g.add.rows + i * g.m : nullptr;
@@ -126,6 +130,7 @@ void queue_block(const QmmArgs& g, std::int64_t i0, std::int64_t i1, cpu::LineQu
 void update_dispatch(const UpdateArgs& args) {
   switch (current_level()) {
 #if defined(__x86_64__)
+    case SimdChoice::above_avx512:
     case SimdChoice::avx512: return update_avx512_vnni(args);
     case SimdChoice::avx2: return update_avx2(args);
 #endif
@@ -136,7 +141,7 @@ void update_dispatch(const UpdateArgs& args) {
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                            const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
 #if defined(__x86_64__)
-  if (current_level() == SimdChoice::avx512) return update_signs_avx512_vnni(m, n, r, n_pairs, blocks, d, z);
+  if (at_avx512()) return update_signs_avx512_vnni(m, n, r, n_pairs, blocks, d, z);
 #endif
   return false;
 }
@@ -157,7 +162,7 @@ bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, co
 
 std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
 #if defined(__x86_64__)
-  if (current_level() == SimdChoice::avx512 && m > 0 && n > 0) return detail::pack_avx512_vnni(m, n, w);
+  if (at_avx512() && m > 0 && n > 0) return detail::pack_avx512_vnni(m, n, w);
 #endif
   return nullptr;
 }
@@ -179,7 +184,8 @@ void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int
   const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n)), add, pw};
   switch (current_level()) {
 #if defined(__x86_64__)
-    case SimdChoice::avx512: return detail::qmm_avx512_vnni(args);
+    case SimdChoice::above_avx512: return detail::qmm_avx512_vnni(args, true);
+    case SimdChoice::avx512: return detail::qmm_avx512_vnni(args, false);
     case SimdChoice::avx2: return detail::qmm_avx2(args);
 #endif
     default: return detail::qmm_scalar(args);
@@ -195,7 +201,7 @@ void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, con
     check(tokens[i] >= 0 && tokens[i] < vocab, "qembedding: token ", tokens[i], " at row ", i, ", expected 0 .. ",
           vocab - 1);
   const std::int64_t r = f.rank;
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   cpu_parallel::for_each(batch.rows(), batch.rows() * d * r > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int64_t t = tokens[i];
     const detail::MemberFactors mf = detail::member_factors(f, i / batch.rows_per_member);
@@ -226,7 +232,7 @@ constexpr std::int64_t kAhead = 8;
 // floor(x w / mav) clipped: x w is in [-2^14, 2^14] and mav in [1, 128], within FloorClip's range.
 void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
               std::int8_t* y) {
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   cpu_parallel::for_each(batch.rows(), batch.rows() * d > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int8_t* xi = x + i * d;
     const std::int8_t* wi = w + (i / batch.rows_per_member) * w_stride;
@@ -247,7 +253,7 @@ void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, con
 
 void qadd(const MemberRows& batch, std::int64_t d, const std::int8_t* a, const std::int8_t* b, const std::int8_t* v,
           std::int64_t v_stride, std::int8_t* y) {
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   cpu_parallel::for_each(batch.rows(), batch.rows() * d > detail::kParallelMinWork, [&](std::int64_t i) {
     const std::int8_t* vi = v != nullptr ? v + (i / batch.rows_per_member) * v_stride : nullptr;
     const std::int8_t* ai = a + i * d;
@@ -278,7 +284,7 @@ void for_chunks(std::int64_t n, Fn fn) {
 }  // namespace
 
 void qgru_gate(std::int64_t n, const std::int8_t* f, const std::int8_t* h, std::int8_t* g) {
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   for_chunks(n, [&](std::int64_t begin, std::int64_t end) {
 #if defined(__x86_64__)
     if (avx512) return detail::qgru_gate_avx512(begin, end, f, h, g);
@@ -304,13 +310,13 @@ void gru_update_range(bool avx512, std::int64_t begin, std::int64_t end, const s
 }  // namespace
 
 void qgru_update(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h) {
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   for_chunks(n, [&](std::int64_t begin, std::int64_t end) { gru_update_range(avx512, begin, end, f, hh, h); });
 }
 
 void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh, std::int8_t* h, const std::int8_t* x,
                      std::int8_t* y) {
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   for_chunks(n, [&](std::int64_t begin, std::int64_t end) {  // the chunk's h' is still in L1 for the add
     gru_update_range(avx512, begin, end, f, hh, h);
 #if defined(__x86_64__)
@@ -324,7 +330,7 @@ void qgru_update_add(std::int64_t n, const std::int8_t* f, const std::int8_t* hh
 // integer sum. z != 0 and |z| >= threshold is |z| >= max(threshold, 1).
 std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) {
   constexpr std::int64_t kChunk = 4096;
-  const bool avx512 = current_level() == SimdChoice::avx512;
+  const bool avx512 = at_avx512();
   const std::int64_t t = std::max<std::int64_t>(threshold, 1);
   std::int64_t moved = 0;
 #pragma omp parallel for schedule(static) reduction(+ : moved) if (n > detail::kParallelMinWork)

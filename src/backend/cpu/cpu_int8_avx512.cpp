@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_parallel.hpp"
 #include "backend/int8_ops.hpp"
 #include "backend/cpu/avx512_columns.hpp"
+#include "backend/cpu/cpu_int8_amx.hpp"
 #include "backend/cpu/int8_correction_avx512.hpp"
 #include "backend/cpu/int8_row_epilogue_avx512.hpp"
 #include "backend/cpu/line_queue.hpp"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -27,6 +29,9 @@ namespace {
 
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
+// Bytes a packed W holds past its last block: an AMX tile reads up to 15 k-groups of 64 bytes past
+// a block's last group (amx_accumulate).
+constexpr std::int64_t kPackSlack = 1024;
 using avx512::byte_mask;
 using avx512::load_u32;
 
@@ -165,12 +170,10 @@ struct PlainTile {
 // accumulators never go to memory. The tile's columns start at output a0; y points at its first
 // row and column.
 template <class Rows, int RT, int CT>
-void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
-                       std::int64_t n_groups, const std::int32_t* bias, const typename Rows::Row* rows,
-                       const typename Rows::Context& context, const ByteWriter& writer, int shift, std::int64_t a0,
-                       std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
-  __m512i c[RT * CT];
-  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
+[[gnu::always_inline]] inline void finish_fused(__m512i (&c)[RT * CT], const typename Rows::Row* rows,
+                                                const typename Rows::Context& context, const ByteWriter& writer,
+                                                int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride,
+                                                std::int64_t cols) {
   const __m128i count = _mm_cvtsi32_si128(shift);
   const __mmask64 mask = byte_mask(cols);
 #pragma GCC unroll 8
@@ -189,23 +192,56 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
   }
 }
 
+template <class Rows, int RT, int CT>
+void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
+                       std::int64_t n_groups, const std::int32_t* bias, const typename Rows::Row* rows,
+                       const typename Rows::Context& context, const ByteWriter& writer, int shift, std::int64_t a0,
+                       std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
+  __m512i c[RT * CT];
+  accumulate<RT, CT>(c, xu, x_stride, wp, panel, n_groups, bias);
+  finish_fused<Rows, RT, CT>(c, rows, context, writer, shift, a0, y, y_stride, cols);
+}
+
+// The same epilogue from accumulators already stored (acc, the tile's first row and column, at row
+// stride acc_stride), as the AMX tiles leave them.
+template <class Rows, int RT, int CT>
+void tile_finish_stored(const std::int32_t* acc, std::int64_t acc_stride, const typename Rows::Row* rows,
+                        const typename Rows::Context& context, const ByteWriter& writer, int shift, std::int64_t a0,
+                        std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
+  __m512i c[RT * CT];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int t = 0; t < CT; ++t) c[i * CT + t] = _mm512_loadu_si512(acc + i * acc_stride + t * 16);
+  finish_fused<Rows, RT, CT>(c, rows, context, writer, shift, a0, y, y_stride, cols);
+}
+
 template <class Rows>
 struct FusedTile {
   template <int RT, int CT>
   static auto fn() { return tile_kernel_fused<Rows, RT, CT>; }
 };
 
+template <class Rows>
+struct StoredTile {
+  template <int RT, int CT>
+  static auto fn() { return tile_finish_stored<Rows, RT, CT>; }
+};
+
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
-void qmm_avx512_vnni(const QmmArgs& g) {
+// With amx, AMX tiles compute each block's accumulators into acc and the epilogues read them there.
+void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   const std::int64_t rows = g.batch.rows();
   Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, kept_buffer<std::uint8_t, 0>(),
            kept_buffer<std::int8_t, 1>(), kept_buffer<std::int32_t, 2>()};
-  ensure_size(p.xu, rows * p.x_stride);
+  // AMX reads whole 16-row tiles: up to 15 rows past the last, zeroed (their sums are never used)
+  ensure_size(p.xu, (rows + (amx ? 15 : 0)) * p.x_stride);
+  if (amx) std::memset(p.xu.data() + rows * p.x_stride, 0, static_cast<std::size_t>(15 * p.x_stride));
   const bool prepacked = g.packed != nullptr;  // W packed once by qpack for many calls
   if (!prepacked) {
-    ensure_size(p.wp, p.m_blocks * p.n_groups * 64);
+    ensure_size(p.wp, p.m_blocks * p.n_groups * 64 + kPackSlack);
     ensure_size(p.bias, p.m_blocks * 16);
   }
   const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
@@ -228,6 +264,8 @@ void qmm_avx512_vnni(const QmmArgs& g) {
     RowEpilogue epi(g, m64);
     UnsetVector<std::int32_t>& acc = kept_buffer<std::int32_t, 3>();  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
+    std::optional<AmxTiles> tiles;
+    if (amx) tiles.emplace();
     FusedRow fused[kRowBlock];
     PairRow fused_pair[kRowBlock];
     cpu::LineQueue ahead;
@@ -238,18 +276,29 @@ void qmm_avx512_vnni(const QmmArgs& g) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       queue_block(g, i1, std::min(end, i1 + kRowBlock), ahead);
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
-      // The block's tiles with the epilogue in registers (Rows: the fused rows' kind).
+      // AMX: the block's accumulators of output blocks [b0, b1), into acc
+      const auto amx_blocks = [&](std::int64_t b0, std::int64_t b1) {
+        amx_accumulate(p.xu.data() + i0 * p.x_stride, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, bias, acc.data(), m64);
+      };
+      // The block's tiles with the epilogue in registers (Rows: the fused rows' kind). With AMX, each
+      // panel's accumulators are summed just before its epilogues, so they are read back from L1.
       const auto fused_tiles = [&](auto kind, const auto* rows, const auto& context) {
         using Rows = typename decltype(kind)::type;
         for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
           const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
+          if (amx) amx_blocks(b0, b0 + ct);
           for (std::int64_t i = i0; i < i1; i += kRowTile) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-            kernel_for<FusedTile<Rows>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
-                                                p.n_groups * 64, p.n_groups, bias + b0 * 16, rows + (i - i0), context,
-                                                epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
-                                                g.m - b0 * 16);
+            if (amx)
+              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, rows + (i - i0), context,
+                                                   epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
+                                                   g.m - b0 * 16);
+            else
+              kernel_for<FusedTile<Rows>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+                                                  p.n_groups * 64, p.n_groups, bias + b0 * 16, rows + (i - i0), context,
+                                                  epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
+                                                  g.m - b0 * 16);
           }
         }
         return true;
@@ -271,16 +320,19 @@ void qmm_avx512_vnni(const QmmArgs& g) {
         add_addend(g, i0, i1);
         continue;
       }
-      for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
-        const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
-        for (std::int64_t i = i0; i < i1; i += kRowTile) {
-          ahead.pump(per_tile);
-          const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-          kernel_for<PlainTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
-                           p.n_groups * 64, p.n_groups, bias + b0 * 16, acc.data() + (i - i0) * m64 + b0 * 16,
-                           m64);
+      if (amx)
+        amx_blocks(0, p.m_blocks);
+      else
+        for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
+          const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
+          for (std::int64_t i = i0; i < i1; i += kRowTile) {
+            ahead.pump(per_tile);
+            const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
+            kernel_for<PlainTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+                                          p.n_groups * 64, p.n_groups, bias + b0 * 16,
+                                          acc.data() + (i - i0) * m64 + b0 * 16, m64);
+          }
         }
-      }
       ahead.pump(-1);
       for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, p.xu.data() + i * p.x_stride, p.x_stride);
       add_addend(g, i0, i1);
@@ -293,7 +345,8 @@ std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, 
   const std::int64_t n_groups = (n + 3) / 4, m_blocks = (m + 15) / 16;
   out->m = m;
   out->n = n;
-  out->wp.resize(static_cast<std::size_t>(m_blocks * n_groups * 64));
+  out->wp.resize(static_cast<std::size_t>(m_blocks * n_groups * 64 + kPackSlack));
+  std::memset(out->wp.data() + m_blocks * n_groups * 64, 0, kPackSlack);
   out->bias.resize(static_cast<std::size_t>(m_blocks * 16));
   for (std::int64_t blk = 0; blk < m_blocks; ++blk) pack_w_block(m, n, w, n_groups, out->wp.data(), out->bias.data(), blk);
   return out;

@@ -12,6 +12,9 @@ namespace eggroll::cpu_peak {
 std::int64_t fp32_avx512(std::int64_t iterations, float* sink);  // vfmadd231ps zmm
 std::int64_t fp32_avx2(std::int64_t iterations, float* sink);    // vfmadd231ps ymm
 std::int64_t int8_vnni512(std::int64_t iterations, int* sink);   // vpdpbusd zmm (64 products each)
+// tdpbusd on 16 x 64-byte tiles (16,384 products each), iterations / 32 steps of four; needs the
+// int8 level avx512_amx to be available (the kernel's permission for the tiles).
+std::int64_t int8_amx(std::int64_t iterations, int* sink);
 // AVX2 has no int8 dot-product instruction: the sequence the AVX2 kernels use, vpmaddubsw then
 // vpmaddwd against ones and vpaddd (32 products per three instructions).
 std::int64_t int8_avx2(std::int64_t iterations, int* sink);
