@@ -214,6 +214,25 @@ TEST(Int8Random, Qmm) {
       }
 }
 
+// avx512 names the VNNI tiles on every machine that has them (AMX or not), and a machine without
+// AMX refuses avx512_amx by name.
+TEST(Int8Hand, LevelNames) {
+  LevelGuard guard;
+  const std::vector<std::string> all = levels();
+  const bool amx = all.back() == "avx512_amx";
+  if (std::find(all.begin(), all.end(), "avx512_vnni") != all.end()) {
+    cpu_int8::set_level("avx512");
+    EXPECT_STREQ(cpu_int8::level(), "avx512_vnni");
+  }
+  if (amx) {
+    cpu_int8::set_level("auto");
+    EXPECT_STREQ(cpu_int8::level(), "avx512_amx");
+  } else {
+    EXPECT_THAT([] { cpu_int8::set_level("avx512_amx"); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr("SIMD level 'avx512_amx' is not available")));
+  }
+}
+
 TEST(Int8Hand, QmmRefusesPackedWeightsOfAnotherShape) {
   auto cpu = make_backend(BackendKind::cpu);
   const I8 w(16 * 32, 1), x(32, 1);

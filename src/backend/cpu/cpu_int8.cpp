@@ -184,7 +184,9 @@ void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int
   const detail::QmmArgs args{batch, m, n, x, w, f.blocks != nullptr ? &f : &none, y, FloorClip(qmm_divisor(n)), add, pw};
   switch (current_level()) {
 #if defined(__x86_64__)
-    case SimdChoice::above_avx512: return detail::qmm_avx512_vnni(args, true);
+    // a single 64-byte k-step per tile leaves AMX no faster than the VNNI tiles' in-register epilogue
+    // (docs/results.md, "The int8 matmul on AMX tiles")
+    case SimdChoice::above_avx512: return detail::qmm_avx512_vnni(args, n >= 128);
     case SimdChoice::avx512: return detail::qmm_avx512_vnni(args, false);
     case SimdChoice::avx2: return detail::qmm_avx2(args);
 #endif
