@@ -47,6 +47,11 @@ void tile(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, 
   if constexpr (RT > 1) _tile_loadd(2, bias, 0);
   if constexpr (RT > 1 && CT > 1) _tile_loadd(3, bias + 16, 0);
   for (std::int64_t kt = 0; kt < k_steps; ++kt) {
+    if (kt + 1 < k_steps)  // W's next tiles into L1: a tile load that misses L1 waits for its lines
+      for (int l = 0; l < 16; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(wp + (kt + 1) * 1024 + l * 64), _MM_HINT_T0);
+        if constexpr (CT > 1) _mm_prefetch(reinterpret_cast<const char*>(wp + panel + (kt + 1) * 1024 + l * 64), _MM_HINT_T0);
+      }
     _tile_loadd(4, xu + kt * 64, x_stride);
     _tile_loadd(6, wp + kt * 1024, 64);
     if constexpr (RT > 1) _tile_loadd(5, xu + 16 * x_stride + kt * 64, x_stride);
