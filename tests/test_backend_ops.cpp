@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/cpu_sgemm.hpp"
 #include "eggroll/backend/backend.hpp"
 #include "support/test_support.hpp"
 
@@ -532,11 +533,18 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
           f.blocks[j] = f.blocks[j - 1];
           f.coef[j] = -f.coef[j - 1];
         }
-      std::vector<float> fused(static_cast<std::size_t>(rows * s.m), kNan), apart(fused.size(), kNan);
-      be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
+      std::vector<float> apart(static_cast<std::size_t>(rows * s.m), kNan);
       be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
       be->lowrank_correction({s.members, s.rpm}, f.view(), x.data(), apart.data());
-      ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float))) << "pairs " << pairs;
+      // the cpu backend's blocks of rows at one row per member, either size whatever this L2
+      for (cpu_sgemm::FusedBlockRows rule : {cpu_sgemm::FusedBlockRows::fetch_budget, cpu_sgemm::FusedBlockRows::whole}) {
+        cpu_sgemm::set_fused_block_rows(rule);
+        std::vector<float> fused(apart.size(), kNan);
+        be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
+        cpu_sgemm::set_fused_block_rows(cpu_sgemm::FusedBlockRows::automatic);
+        ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)))
+            << "pairs " << pairs << (rule == cpu_sgemm::FusedBlockRows::whole ? ", whole blocks" : ", limited blocks");
+      }
     }
   }
 }

@@ -205,11 +205,15 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   e.row_b = row_b.get();
   e.fetch_a_ahead = rows_per_member == 1;
   e.prepare = &prepare;
-  // One row per member: blocks of rows whose factor blocks fit in the fetch budget, so that the
-  // next block's are fetched during this block's tiles (the factors, read once, are most of what
-  // such a forward reads from memory); one tile's rows where even those do not fit (the large
-  // model at rank 4: still faster than 96 rows, docs/results/cpu_speed/history.md, eleventh pass).
-  if (rows_per_member == 1) e.block_rows = std::max<std::int64_t>(1, kBlockFetchBytes / (block_floats * 4) - 1);
+  // One row per member, where the blocks are limited (cpu_sgemm::fused_block_rows_limited: an L2
+  // below 2 MiB): blocks of rows whose factor blocks fit in the fetch budget, so that the next
+  // block's are fetched during this block's tiles (the factors, read once, are most of what such a
+  // forward reads from memory); one tile's rows where even those do not fit (the large model at
+  // rank 4 on a Zen 4: still faster than 96 rows, docs/results/cpu_speed/history.md, eleventh
+  // pass). With a 2 MiB L2, whole blocks: each block sweeps all of W, and sweeping it for every
+  // 6 rows cost the large model's rank-4 forward 0.24 of its ratio there (thirty-fourth pass).
+  if (rows_per_member == 1 && cpu_sgemm::fused_block_rows_limited())
+    e.block_rows = std::max<std::int64_t>(1, kBlockFetchBytes / (block_floats * 4) - 1);
   L::gemm_lowrank(batch.rows(), m, n, x, w, e, y);
 }
 

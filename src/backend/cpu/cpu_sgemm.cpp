@@ -3,7 +3,9 @@
 #include "backend/cpu/cpu_sgemm.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -47,6 +49,34 @@ void gemm_nt_scalar(std::int64_t rows, std::int64_t m, std::int64_t n, const flo
 }  // namespace
 
 const char* level() { return choice().name(); }
+
+namespace {
+
+std::atomic<FusedBlockRows>& block_rows_rule() {
+  static std::atomic<FusedBlockRows> rule{FusedBlockRows::automatic};
+  return rule;
+}
+
+// This core's L2 in bytes as glibc reads it from the CPU, 0 where unknown.
+std::int64_t l2_bytes() {
+  static const std::int64_t bytes = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<std::int64_t>(v) : std::int64_t{0};
+  }();
+  return bytes;
+}
+
+}  // namespace
+
+void set_fused_block_rows(FusedBlockRows rule) { block_rows_rule().store(rule, std::memory_order_relaxed); }
+
+bool fused_block_rows_limited() {
+  switch (block_rows_rule().load(std::memory_order_relaxed)) {
+    case FusedBlockRows::fetch_budget: return true;
+    case FusedBlockRows::whole: return false;
+    default: return l2_bytes() < (std::int64_t{2} << 20);
+  }
+}
 
 void set_level(const char* name) { choice().set(name); }
 

@@ -29,6 +29,17 @@ void set_level(const char* level);
 // The levels this machine runs, lowest first.
 std::vector<std::string> levels();
 
+// The rows per block of a fused forward with one row per member (cpu_float_lowrank.hpp): limited
+// so that the next block's factor blocks fit a quarter of a 1 MiB L2 (fetch_budget), or whole
+// blocks (whole). automatic (the default) takes fetch_budget where this core's L2 is below 2 MiB
+// and whole otherwise: measured on a Zen 4 host (1 MiB L2), where one tile's rows beat 96 for the
+// large model at rank 4, and on an Intel host (2 MiB), where whole 48-row blocks beat 24, 12 and 6
+// at every rank (docs/results.md, thirty-fourth pass). Results do not depend on it; tests force each.
+enum class FusedBlockRows { automatic, fetch_budget, whole };
+void set_fused_block_rows(FusedBlockRows rule);
+// Whether fused forwards here limit their blocks (the rule in force, automatic resolved).
+bool fused_block_rows_limited();
+
 // The low-rank correction of ALGORITHM.md 1.1 fused into the GEMM's store: when an element's chain
 // is complete, y[i][a] = chain, then y[i][a] = fma(s_i[c], A_j[a][c], y[i][a]) for c = 0 .. r-1 in
 // order, j the member of row i, s_i[c] = coef_j (x[i] B_j)[c] computed by the caller, A_j (m, r)
