@@ -262,7 +262,7 @@ class RowEpilogue {
   const std::int32_t* a_sums(const std::int8_t* a_mat) {
     if (a_mat == a_sum_of_) return a_sum_.data();
     constexpr int kGroups = (R + 3) / 4;
-    ensure_size(a_sum_, (g_.m + 15) / 16 * 16);
+    ensure_size(a_sum_, (g_.m + 63) / 64 * 64);  // row_rank_n_int32 loads 64 outputs at a time
     const __m512i ones = _mm512_set1_epi8(1);
     for (std::int64_t av = 0; av < g_.m; av += 16) {
       __m512i raw0, raw1, sum = _mm512_setzero_si512();
