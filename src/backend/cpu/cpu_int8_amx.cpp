@@ -87,7 +87,8 @@ void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t 
                     std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, const std::int32_t* bias,
                     std::int32_t* acc, std::int64_t acc_stride) {
   const std::int64_t panel = n_groups * 64, k_steps = x_stride / 64;
-  // two output blocks at a time, their W panels kept in L1 across the row tiles
+  // two output blocks at a time, their W panels reused by the block's row tiles (the first tile
+  // reads them from L2; docs/results.md, "The int8 matmul on AMX tiles")
   for (std::int64_t b = b_begin; b < b_end; b += 2) {
     const bool two_cols = b + 1 < b_end;
     const std::int8_t* wb = wp + b * panel;
