@@ -1,8 +1,8 @@
 // The int8 matmul's accumulation on AMX tiles (compiled with -mamx-tile -mamx-int8; chosen at run
 // time as the int8 level avx512_amx where the CPU has AMX-INT8 and the kernel grants the tile
-// data). It computes the same int32 accumulators as the VNNI tiles (cpu_int8_avx512.cpp): bias +
-// xu . W^T over the same packed operands, u8 x + 128 against signed W, wrapping int32 sums, so
-// every result equals the other levels' bit for bit; the row epilogues stay AVX-512's.
+// data). It computes xu . W^T over the VNNI tiles' packed operands (cpu_int8_avx512.cpp), u8 x + 128
+// against signed W, wrapping int32 sums; the row epilogues (AVX-512) add the bias as they read the
+// sums, so every result equals the other levels' bit for bit.
 #include "backend/cpu/cpu_int8_amx.hpp"
 
 #if defined(__x86_64__)
@@ -38,14 +38,16 @@ constexpr TileConfig kTileConfig{1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16
 // Every tile is 16 rows of 64 bytes: a C tile is 16 rows x 16 int32 outputs, an A tile 16 rows x
 // 64 bytes of xu (16 k-groups), a B tile 16 k-groups x 16 outputs x 4 bytes: exactly 16 consecutive
 // groups of one output block of the packed W (PackedW's layout).
+// The C tiles start from zero: the tile loads are what limits these loops (a loop of tile loads and
+// tdpbusd runs at a third to half of one without the loads), and at K = 256 a bias row loaded into
+// each C tile was a fifth of them.
 template <int RT, int CT>
 void tile(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
-          std::int64_t k_steps, const std::int32_t* bias, std::int32_t* acc, std::int64_t acc_stride) {
-  // every row of a C tile starts from its block's bias (a load of stride 0 repeats one row)
-  _tile_loadd(0, bias, 0);
-  if constexpr (CT > 1) _tile_loadd(1, bias + 16, 0);
-  if constexpr (RT > 1) _tile_loadd(2, bias, 0);
-  if constexpr (RT > 1 && CT > 1) _tile_loadd(3, bias + 16, 0);
+          std::int64_t k_steps, std::int32_t* acc, std::int64_t acc_stride) {
+  _tile_zero(0);
+  if constexpr (CT > 1) _tile_zero(1);
+  if constexpr (RT > 1) _tile_zero(2);
+  if constexpr (RT > 1 && CT > 1) _tile_zero(3);
   for (std::int64_t kt = 0; kt < k_steps; ++kt) {
     if (kt + 1 < k_steps)  // W's next tiles into L1: a tile load that misses L1 waits for its lines
       for (int l = 0; l < 16; ++l) {
@@ -84,8 +86,8 @@ AmxTiles::AmxTiles() { _tile_loadconfig(&kTileConfig); }
 AmxTiles::~AmxTiles() { _tile_release(); }
 
 void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t rows, const std::int8_t* wp,
-                    std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, const std::int32_t* bias,
-                    std::int32_t* acc, std::int64_t acc_stride) {
+                    std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, std::int32_t* acc,
+                    std::int64_t acc_stride) {
   const std::int64_t panel = n_groups * 64, k_steps = x_stride / 64;
   // two output blocks at a time, their W panels reused by the block's row tiles (the first tile
   // reads them from L2; docs/results.md, "The int8 matmul on AMX tiles")
@@ -97,13 +99,13 @@ void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t 
       std::int32_t* ar = acc + r * acc_stride + b * 16;
       const bool two_rows = r + 16 < rows;
       if (two_rows && two_cols)
-        tile<2, 2>(xr, x_stride, wb, panel, k_steps, bias + b * 16, ar, acc_stride);
+        tile<2, 2>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else if (two_rows)
-        tile<2, 1>(xr, x_stride, wb, panel, k_steps, bias + b * 16, ar, acc_stride);
+        tile<2, 1>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else if (two_cols)
-        tile<1, 2>(xr, x_stride, wb, panel, k_steps, bias + b * 16, ar, acc_stride);
+        tile<1, 2>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else
-        tile<1, 1>(xr, x_stride, wb, panel, k_steps, bias + b * 16, ar, acc_stride);
+        tile<1, 1>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
     }
   }
 }

@@ -202,17 +202,20 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
   finish_fused<Rows, RT, CT>(c, rows, context, writer, shift, a0, y, y_stride, cols);
 }
 
-// The same epilogue from accumulators already stored (acc, the tile's first row and column, at row
-// stride acc_stride), as the AMX tiles leave them.
+// The same epilogue from sums already stored (acc, the tile's first row and column, at row stride
+// acc_stride) without their bias (the tile's columns' at bias), as the AMX tiles leave them.
 template <class Rows, int RT, int CT>
-void tile_finish_stored(const std::int32_t* acc, std::int64_t acc_stride, const typename Rows::Row* rows,
-                        const typename Rows::Context& context, const ByteWriter& writer, int shift, std::int64_t a0,
-                        std::int8_t* y, std::int64_t y_stride, std::int64_t cols) {
-  __m512i c[RT * CT];
+void tile_finish_stored(const std::int32_t* acc, std::int64_t acc_stride, const std::int32_t* bias,
+                        const typename Rows::Row* rows, const typename Rows::Context& context,
+                        const ByteWriter& writer, int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride,
+                        std::int64_t cols) {
+  __m512i c[RT * CT], b[CT];
+#pragma GCC unroll 4
+  for (int t = 0; t < CT; ++t) b[t] = _mm512_loadu_si512(bias + t * 16);
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
-    for (int t = 0; t < CT; ++t) c[i * CT + t] = _mm512_loadu_si512(acc + i * acc_stride + t * 16);
+    for (int t = 0; t < CT; ++t) c[i * CT + t] = _mm512_add_epi32(_mm512_loadu_si512(acc + i * acc_stride + t * 16), b[t]);
   finish_fused<Rows, RT, CT>(c, rows, context, writer, shift, a0, y, y_stride, cols);
 }
 
@@ -261,7 +264,7 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
     cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
-    RowEpilogue epi(g, m64);
+    RowEpilogue epi(g, m64, amx ? bias : nullptr);  // AMX leaves the sums without their bias
     UnsetVector<std::int32_t>& acc = kept_buffer<std::int32_t, 3>();  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     std::optional<AmxTiles> tiles;
@@ -278,7 +281,7 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
       // AMX: the block's accumulators of output blocks [b0, b1), into acc
       const auto amx_blocks = [&](std::int64_t b0, std::int64_t b1) {
-        amx_accumulate(p.xu.data() + i0 * p.x_stride, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, bias, acc.data(), m64);
+        amx_accumulate(p.xu.data() + i0 * p.x_stride, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, acc.data(), m64);
       };
       // The block's tiles with the epilogue in registers (Rows: the fused rows' kind). With AMX, each
       // panel's accumulators are summed just before its epilogues, so they are read back from L1.
@@ -291,7 +294,8 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
             if (amx)
-              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, rows + (i - i0), context,
+              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, bias + b0 * 16,
+                                                   rows + (i - i0), context,
                                                    epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
                                                    g.m - b0 * 16);
             else

@@ -45,11 +45,13 @@ UnsetVector<T>& kept_buffer() {
 }
 
 // Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
-// the member's low-rank correction first when the member is perturbed.
+// the member's low-rank correction first when the member is perturbed. With stored_bias, acc holds
+// the sums without their bias (as the AMX tiles leave them) and row() adds stored_bias[a] to each.
 class RowEpilogue {
  public:
-  RowEpilogue(const QmmArgs& g, std::int64_t m64)
+  RowEpilogue(const QmmArgs& g, std::int64_t m64, const std::int32_t* stored_bias = nullptr)
       : g_(g),
+        stored_bias_(stored_bias),
         writer_(g.div),
         corr_(static_cast<std::size_t>(m64 + 16)),
         xb64_(static_cast<std::size_t>(g.f->rank)),
@@ -216,7 +218,7 @@ class RowEpilogue {
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
       __m512i t[4];
       for (int v = 0; v < 4; ++v) {
-        t[v] = _mm512_loadu_si512(acc + a0 + 16 * v);
+        t[v] = stored(acc, a0 + 16 * v);
         if (mf.sign != 0) t[v] = add_correction(t[v], &corr_[a0 + 16 * v]);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
@@ -224,6 +226,12 @@ class RowEpilogue {
   }
 
  private:
+  // Accumulators av .. av + 15 of a row's acc, with their bias where acc lacks it.
+  __m512i stored(const std::int32_t* acc, std::int64_t av) const {
+    const __m512i a = _mm512_loadu_si512(acc + av);
+    return stored_bias_ == nullptr ? a : _mm512_add_epi32(a, _mm512_loadu_si512(stored_bias_ + av));
+  }
+
   // The int32 paths hold when n <= 65,536 (|acc| <= 2^30) and sum_c |xb[c]| < 2^23 (|p| < 2^30):
   // acc + s floor(p / 2^S) then fits int32. Rank 1: p = xb A[a].
   void row_rank1_int32(const std::int32_t* acc, std::int32_t xb, const MemberFactors& mf, std::int8_t* y) {
@@ -235,7 +243,7 @@ class RowEpilogue {
         const std::int64_t av = a0 + 16 * v;
         const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av);
         const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
-        const __m512i a32 = _mm512_loadu_si512(acc + av);
+        const __m512i a32 = stored(acc, av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
@@ -287,7 +295,7 @@ class RowEpilogue {
         __m512i raw0, raw1;
         load_a_rows<R>(mf.a, av, g_.m - av, raw0, raw1);
         const __m512i p = rank_product<R>(split, lanes_, raw0, raw1, _mm512_sll_epi32(_mm512_loadu_si512(a_sum + av), bias));
-        const __m512i corr = _mm512_sra_epi32(p, count), a32 = _mm512_loadu_si512(acc + av);
+        const __m512i corr = _mm512_sra_epi32(p, count), a32 = stored(acc, av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
@@ -446,6 +454,7 @@ class RowEpilogue {
   }
 
   const QmmArgs& g_;
+  const std::int32_t* stored_bias_;  // (m64) or null: added to acc as row() reads it
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
