@@ -220,6 +220,7 @@ TEST(Int8Hand, LevelNames) {
   LevelGuard guard;
   const std::vector<std::string> all = levels();
   const bool amx = all.back() == "avx512_amx";
+  EXPECT_EQ(cpu_int8::amx_available(), amx);
   if (std::find(all.begin(), all.end(), "avx512_vnni") != all.end()) {
     cpu_int8::set_level("avx512");
     EXPECT_STREQ(cpu_int8::level(), "avx512_vnni");

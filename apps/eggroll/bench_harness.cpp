@@ -136,7 +136,7 @@ std::vector<Level> peak_levels() {
   avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   avx512 = __builtin_cpu_supports("avx512f");
   vnni = avx512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-  amx = cpu_int8::levels().back() == "avx512_amx";
+  amx = cpu_int8::amx_available();
 #endif
   return {
       {"avx512", "f32", avx512, [](std::int64_t it, float* f, int*) { return cpu_peak::fp32_avx512(it, f); }},

@@ -54,6 +54,8 @@ const char* level();
 void set_level(const char* level);
 // The levels this machine runs, lowest first.
 std::vector<std::string> levels();
+// Whether avx512_amx is among them: the CPU has AMX-INT8 and Linux granted this process the tiles.
+bool amx_available();
 }  // namespace eggroll::cpu_int8
 
 // ---- cpu internals shared by the SIMD-level files (cpu_int8*.cpp) ----

@@ -68,7 +68,7 @@ SystemInfo system_info() {
   else
     s.simd_level = "scalar";
   s.avx512_vnni = __builtin_cpu_supports("avx512vnni");
-  s.amx_int8 = cpu_int8::levels().back() == "avx512_amx";
+  s.amx_int8 = cpu_int8::amx_available();
 #else
   s.simd_level = "scalar";
 #endif

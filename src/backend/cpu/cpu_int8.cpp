@@ -53,6 +53,8 @@ void set_level(const char* name) { choice().set(name); }
 
 std::vector<std::string> levels() { return choice().levels(); }
 
+bool amx_available() { return choice().levels().back() == "avx512_amx"; }
+
 namespace detail {
 
 void lowrank_row_scalar(std::int64_t m, std::int64_t n, std::int64_t r, int shift, const MemberFactors& mf,
