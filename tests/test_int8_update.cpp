@@ -20,7 +20,8 @@ using namespace int8_test;
 
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
-  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; };  // signs: 0 mixed, 1 mostly +, 2 all -
+  // signs: 0 mixed, 1 mostly +, 2 all -; all_min: every factor value -128
+  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; bool all_min = false; };
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
   // its largest (-128 * (127 + 128); the u8 operand is A + 128 at rank 4, B + 128 at ranks 1 and
@@ -33,12 +34,15 @@ TEST(Int8Random, UpdateAccumulate) {
   // the rows and pairs left over one by one). Ranks 8, 12 and 16: a quad is four columns of one
   // pair, summed in place at ranks 8 and 16 as at rank 4, packed by a gather at rank 12 (70 x 37,
   // 21 x 50 and 19 x 130 with partial blocks of rows and terms; 70000 pairs of rank 8: several
-  // chunks, each term at its largest).
+  // chunks, each term at its largest). The AMX level sums signed bytes at ranks 4, 8, 16: 70000
+  // pairs of rank 4 with every value -128 and about 50000 + quads, each 4 * 2^14, more than int32
+  // holds unless the quads go to z in runs (m < n, and m > n where the sums come out transposed).
   for (S s : {S{1, 1, 1, 1, 1}, S{3, 17, 2, 7, 1}, S{47, 63, 3, 64, 1}, S{65, 1000, 1, 9, 1}, S{16, 256, 8, 33, 127},
               S{5, 3, 1, 1200, 127}, S{13, 70, 4, 40, 1}, S{70, 37, 4, 200, 1}, S{70, 37, 2, 300, 1},
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
               S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}, S{21, 40, 4, 50, 127}, S{70, 37, 8, 100, 1},
-              S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}, S{21, 50, 12, 30, 1}}) {
+              S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}, S{21, 50, 12, 30, 1}, S{2, 17, 4, 70000, 1, 1, true},
+              S{17, 2, 4, 70000, 1, 1, true}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -50,7 +54,9 @@ TEST(Int8Random, UpdateAccumulate) {
     }
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
-    if (s.pairs >= 70000) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
+    if (s.all_min)
+      for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
+    else if (s.pairs >= 70000) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
       const bool in_place = s.r == 4 || s.r == 8 || s.r == 16;
       for (auto& b : storage) {
         const std::int8_t big = 127, small = -128;

@@ -41,7 +41,7 @@ constexpr TileConfig kTileConfig{1, 0, {}, {64, 64, 64, 64, 64, 64, 64, 64}, {16
 // The C tiles start from zero: the tile loads are what limits these loops (a loop of tile loads and
 // tdpbusd runs at a third to half of one without the loads), and at K = 256 a bias row loaded into
 // each C tile was a fifth of them.
-template <int RT, int CT>
+template <int RT, int CT, bool Signed>
 void tile(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, std::int64_t panel,
           std::int64_t k_steps, std::int32_t* acc, std::int64_t acc_stride) {
   _tile_zero(0);
@@ -58,10 +58,17 @@ void tile(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* wp, 
     _tile_loadd(6, wp + kt * 1024, 64);
     if constexpr (RT > 1) _tile_loadd(5, xu + 16 * x_stride + kt * 64, x_stride);
     if constexpr (CT > 1) _tile_loadd(7, wp + panel + kt * 1024, 64);
-    _tile_dpbusd(0, 4, 6);
-    if constexpr (CT > 1) _tile_dpbusd(1, 4, 7);
-    if constexpr (RT > 1) _tile_dpbusd(2, 5, 6);
-    if constexpr (RT > 1 && CT > 1) _tile_dpbusd(3, 5, 7);
+    if constexpr (Signed) {
+      _tile_dpbssd(0, 4, 6);
+      if constexpr (CT > 1) _tile_dpbssd(1, 4, 7);
+      if constexpr (RT > 1) _tile_dpbssd(2, 5, 6);
+      if constexpr (RT > 1 && CT > 1) _tile_dpbssd(3, 5, 7);
+    } else {
+      _tile_dpbusd(0, 4, 6);
+      if constexpr (CT > 1) _tile_dpbusd(1, 4, 7);
+      if constexpr (RT > 1) _tile_dpbusd(2, 5, 6);
+      if constexpr (RT > 1 && CT > 1) _tile_dpbusd(3, 5, 7);
+    }
   }
   const std::int64_t stride = acc_stride * 4;
   _tile_stored(0, acc, stride);
@@ -85,9 +92,12 @@ AmxTiles::AmxTiles() { _tile_loadconfig(&kTileConfig); }
 
 AmxTiles::~AmxTiles() { _tile_release(); }
 
-void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t rows, const std::int8_t* wp,
-                    std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, std::int32_t* acc,
-                    std::int64_t acc_stride) {
+namespace {
+
+template <bool Signed>
+void accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t rows, const std::int8_t* wp,
+                std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, std::int32_t* acc,
+                std::int64_t acc_stride) {
   const std::int64_t panel = n_groups * 64, k_steps = x_stride / 64;
   // two output blocks at a time, their W panels reused by the block's row tiles (the first tile
   // reads them from L2; docs/results.md, "The int8 matmul on AMX tiles")
@@ -99,15 +109,24 @@ void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t 
       std::int32_t* ar = acc + r * acc_stride + b * 16;
       const bool two_rows = r + 16 < rows;
       if (two_rows && two_cols)
-        tile<2, 2>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
+        tile<2, 2, Signed>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else if (two_rows)
-        tile<2, 1>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
+        tile<2, 1, Signed>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else if (two_cols)
-        tile<1, 2>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
+        tile<1, 2, Signed>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
       else
-        tile<1, 1>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
+        tile<1, 1, Signed>(xr, x_stride, wb, panel, k_steps, ar, acc_stride);
     }
   }
+}
+
+}  // namespace
+
+void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t rows, const std::int8_t* wp,
+                    std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, std::int32_t* acc,
+                    std::int64_t acc_stride, bool signed_x) {
+  if (signed_x) return accumulate<true>(xu, x_stride, rows, wp, n_groups, b_begin, b_end, acc, acc_stride);
+  accumulate<false>(xu, x_stride, rows, wp, n_groups, b_begin, b_end, acc, acc_stride);
 }
 
 }  // namespace eggroll::cpu_int8::detail

@@ -23,9 +23,10 @@ class AmxTiles {
 // n_groups, 16, 4) bytes (output block b's at wp + b n_groups 64). Needs an AmxTiles on this thread.
 // The tiles work in whole 16-row steps: xu must be readable for rows rounded up to 16 (what the
 // extra rows hold only lands in their own acc rows, which must exist) and wp for 1024 bytes past
-// its last block (multiplied by xu's zero padding, so never part of a result).
+// its last block (multiplied by xu's zero padding, so never part of a result). With signed_x, xu's
+// bytes are signed int8 (tdpbssd), as the discrete update's A factors are summed.
 void amx_accumulate(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t rows, const std::int8_t* wp,
                     std::int64_t n_groups, std::int64_t b_begin, std::int64_t b_end, std::int32_t* acc,
-                    std::int64_t acc_stride);
+                    std::int64_t acc_stride, bool signed_x = false);
 
 }  // namespace eggroll::cpu_int8::detail
