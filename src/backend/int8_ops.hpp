@@ -200,7 +200,7 @@ void update_dispatch(const UpdateArgs& args);
 // and nothing done, otherwise), and its dispatch (false at the other levels).
 bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                               const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
-// The same on AMX tiles (level avx512_amx) at ranks 4, 8 and 16 (false, and nothing done, otherwise).
+// The same on AMX tiles (level avx512_amx) at ranks 1, 2, 4, 8 and 16 (false, and nothing done, otherwise).
 bool update_signs_amx(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                       const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,

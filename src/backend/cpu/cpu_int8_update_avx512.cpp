@@ -497,8 +497,8 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 
 }  // namespace
 
-// ---- The sum on AMX tiles (level avx512_amx): ranks 4, 8, 16, every d in {-1, 0, 1} ----
-// Per sign, the quads (pair k, columns 4 g .. 4 g + 3) in order, as a matmul of K = 4 quads over
+// ---- The sum on AMX tiles (level avx512_amx): every d in {-1, 0, 1} ----
+// Per sign, the quads of four terms (Quad) in order, as a matmul of K = 4 quads over
 // signed bytes (tdpbssd) that amx_accumulate runs: the "x" rows are one factor's rows (16 quads of
 // a row make a tile row, taken by 16 x 16 transposes) and the "W" outputs the other's in PackedW's
 // layout (a quad's 16 rows of 4 bytes make a tile row: one load at rank 4). x is the factor with
@@ -510,13 +510,20 @@ namespace {
 constexpr std::int64_t kAmxRunQuads = 16384;  // quads summed in int32 before they go to z (2^30)
 constexpr std::int64_t kAmxRows = 64;         // x rows per block: a block's packed x stays in L2
 
-// One run of quads of one sign: quad j's factor columns start at at[j] (B_j[b] at at[j] + b r, A_j[a]
-// at at[j] + (n + a) r). x's row i at at[j] + (x_off + i) r (x_rows of them), W's output o at at[j]
-// + (w_off + o) r; transposed: x is B.
+// A quad's four terms: at ranks 4, 8, 16 columns 4 g .. 4 g + 3 of one pair (p[0] = its block + 4
+// g); at rank 2 both columns of two pairs (p[0], p[1]: their blocks); at rank 1 the column of four
+// pairs. A missing pair (in a run's last quad) is null: its terms are zero. Factor row i (B's b,
+// then A's a at n + a) is at p + i r.
+struct Quad {
+  const std::int8_t* p[4] = {};
+};
+
+// One run of quads of one sign. x's row i is factor row x_off + i (x_rows of them), W's output o
+// factor row w_off + o; transposed: x is B.
 struct AmxRun {
   std::int64_t m = 0, n = 0, r = 0;
   int sign = 0;
-  std::vector<const std::int8_t*> at;
+  std::vector<Quad> at;
   bool transposed() const { return m > n; }
   std::int64_t x_off() const { return transposed() ? 0 : n; }
   std::int64_t x_rows() const { return transposed() ? n : m; }
@@ -525,11 +532,22 @@ struct AmxRun {
   std::int64_t groups() const { return (static_cast<std::int64_t>(at.size()) + 15) / 16 * 16; }
 };
 
-// Lanes l < count: the 4 bytes at p + l r (a factor's column group over 16 consecutive rows, r in
-// 4, 8, 16); zero in the others. At rank 4 one load; at 8 and 16 the rows' lines loaded (only the
-// group's dwords, so nothing past the last row's group is read) and the group's dwords picked.
-[[gnu::always_inline]] inline __m512i rows_of_group(const std::int8_t* p, std::int64_t r, std::int64_t count) {
+// Lanes l < count: quad q's 4 bytes at factor row row + l; zero in the others. At rank 4 one load;
+// at 8 and 16 the rows' lines loaded (only the group's dwords, so nothing past the last row's
+// group is read) and the group's dwords picked; at 1 and 2 the pairs' bytes interleaved.
+[[gnu::always_inline]] inline __m512i rows_of_group(const Quad& q, std::int64_t r, std::int64_t row, std::int64_t count) {
   const std::uint32_t rows = avx512::first_lanes(count);
+  if (r < 4) {
+    __m512i v = _mm512_setzero_si512();
+    for (int s = 0; s < 4 / r; ++s) {
+      if (q.p[s] == nullptr) continue;
+      const __m512i part = r == 1 ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(static_cast<__mmask16>(rows), q.p[s] + row))
+                                  : _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(static_cast<__mmask16>(rows), q.p[s] + 2 * row));
+      v = _mm512_or_si512(v, _mm512_slli_epi32(part, 8 * r * s));
+    }
+    return v;
+  }
+  const std::int8_t* p = q.p[0] + row * r;
   if (r == 4) return _mm512_maskz_loadu_epi32(static_cast<__mmask16>(rows), p);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   // the dwords of rows [first, first + per) among 16 dwords of `per` rows (every (16 / per)-th)
@@ -559,16 +577,21 @@ struct AmxRun {
 // 64 (zero past the run's quads and past the outputs). Quad by quad, so that each reads its rows
 // in order; each quad's rows come from a factor block of its own, in no order the prefetchers
 // follow, so the quad kAhead on is fetched.
+// Quad q's factor rows [row, row + rows) towards L1.
+void prefetch_rows(const Quad& q, std::int64_t r, std::int64_t row, std::int64_t rows) {
+  for (const std::int8_t* p : q.p)
+    if (p != nullptr)
+      for (std::int64_t e = 0; e < rows * r; e += 64) _mm_prefetch(reinterpret_cast<const char*>(p + row * r + e), _MM_HINT_T0);
+}
+
 void amx_pack_w(const AmxRun& run, std::int64_t blk0, std::int64_t blk1, std::int8_t* wp) {
   constexpr std::int64_t kAhead = 4;
   const std::int64_t groups = run.groups(), quads = static_cast<std::int64_t>(run.at.size());
-  const std::int64_t first = (run.w_off() + 16 * blk0) * run.r, bytes = std::min(16 * (blk1 - blk0), run.w_outputs() - 16 * blk0) * run.r;
+  const std::int64_t first = run.w_off() + 16 * blk0, rows = std::min(16 * (blk1 - blk0), run.w_outputs() - 16 * blk0);
   for (std::int64_t j = 0; j < groups; ++j) {
-    if (j + kAhead < quads)
-      for (std::int64_t e = 0; e < bytes; e += 64) _mm_prefetch(reinterpret_cast<const char*>(run.at[j + kAhead] + first + e), _MM_HINT_T0);
+    if (j + kAhead < quads) prefetch_rows(run.at[j + kAhead], run.r, first, rows);
     for (std::int64_t blk = blk0; blk < blk1; ++blk) {
-      const __m512i v = j < quads ? rows_of_group(run.at[j] + (run.w_off() + 16 * blk) * run.r, run.r,
-                                                  run.w_outputs() - 16 * blk)
+      const __m512i v = j < quads ? rows_of_group(run.at[j], run.r, run.w_off() + 16 * blk, run.w_outputs() - 16 * blk)
                                   : _mm512_setzero_si512();
       _mm512_storeu_si512(wp + (blk * groups + j) * 64, v);
     }
@@ -581,13 +604,12 @@ void amx_pack_x(const AmxRun& run, std::int64_t x0, std::int64_t rows, std::int8
   const std::int64_t groups = run.groups(), quads = static_cast<std::int64_t>(run.at.size()), stride = groups * 4;
   for (std::int64_t i = 0; i < rows; i += 16) {
     const std::int64_t count = std::min<std::int64_t>(16, run.x_rows() - x0 - i);
-    const std::int64_t offset = (run.x_off() + x0 + i) * run.r;
+    const std::int64_t row = run.x_off() + x0 + i;
     for (std::int64_t j0 = 0; j0 < groups; j0 += 16) {
-      for (std::int64_t j = j0 + 16; j < std::min(quads, j0 + 32); ++j)  // the next 16 quads' lines
-        for (std::int64_t e = 0; e < 16 * run.r; e += 64) _mm_prefetch(reinterpret_cast<const char*>(run.at[j] + offset + e), _MM_HINT_T0);
+      for (std::int64_t j = j0 + 16; j < std::min(quads, j0 + 32); ++j) prefetch_rows(run.at[j], run.r, row, 16);  // the next 16 quads'
       __m512 t[16];
       for (int j = 0; j < 16; ++j)
-        t[j] = j0 + j < quads ? _mm512_castsi512_ps(rows_of_group(run.at[j0 + j] + offset, run.r, count))
+        t[j] = j0 + j < quads ? _mm512_castsi512_ps(rows_of_group(run.at[j0 + j], run.r, row, count))
                               : _mm512_setzero_ps();
       avx512::transpose16(t);
       for (int l = 0; l < 16; ++l) _mm512_storeu_ps(xa + (i + l) * stride + j0 * 4, t[l]);
@@ -667,17 +689,22 @@ void amx_run(const AmxRun& run, std::int64_t* z) {
 
 bool update_signs_amx(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                       const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
-  if (r != 4 && r != 8 && r != 16) return false;
+  if (r != 1 && r != 2 && r != 4 && r != 8 && r != 16) return false;
   for (std::int64_t k = 0; k < n_pairs; ++k)
     if (d[k] < -1 || d[k] > 1) return false;
   if (m <= 0 || n <= 0) return true;
+  const int pairs_per_quad = r < 4 ? static_cast<int>(4 / r) : 1;
   for (int sign : {1, -1}) {
     AmxRun run{m, n, r, sign, {}};
+    int filled = pairs_per_quad;  // pairs in the last quad
     for (std::int64_t k = 0; k < n_pairs; ++k) {
       if (d[k] != sign || blocks[k] == nullptr) continue;
       for (std::int64_t g = 0; g < r; g += 4) {
-        run.at.push_back(blocks[k] + g);
-        if (static_cast<std::int64_t>(run.at.size()) == kAmxRunQuads) amx_run(run, z), run.at.clear();
+        if (filled == pairs_per_quad) {
+          if (static_cast<std::int64_t>(run.at.size()) == kAmxRunQuads) amx_run(run, z), run.at.clear();
+          run.at.emplace_back(), filled = 0;
+        }
+        run.at.back().p[filled++] = blocks[k] + g;
       }
     }
     if (!run.at.empty()) amx_run(run, z);
