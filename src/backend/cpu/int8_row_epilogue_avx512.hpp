@@ -227,10 +227,12 @@ class RowEpilogue {
   }
 
  private:
-  // Accumulators av .. av + 15 of a row's acc, with their bias where acc lacks it.
+  // Accumulators av .. av + 15 of a row's acc, with their bias where acc lacks it (the bias holds
+  // whole blocks of 16 outputs, acc whole blocks of 64: lanes past m are never stored).
   __m512i stored(const std::int32_t* acc, std::int64_t av) const {
     const __m512i a = _mm512_loadu_si512(acc + av);
-    return stored_bias_ == nullptr ? a : _mm512_add_epi32(a, _mm512_loadu_si512(stored_bias_ + av));
+    if (stored_bias_ == nullptr) return a;
+    return _mm512_add_epi32(a, _mm512_maskz_loadu_epi32(avx512::first_lanes(g_.m - av), stored_bias_ + av));
   }
 
   // The int32 paths hold when n <= 65,536 (|acc| <= 2^30) and sum_c |xb[c]| < 2^23 (|p| < 2^30):
