@@ -507,7 +507,7 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 // magnitude, so runs of kAmxRunQuads quads stay within int32; z is int64.
 namespace {
 
-constexpr std::int64_t kAmxRunQuads = 16384;  // quads summed in int32 before they go to z (2^30)
+constexpr std::int64_t kAmxRunQuads = 4096;  // quads summed in int32 before they go to z (2^28), W at most 16 KB a row
 constexpr std::int64_t kAmxRows = 64;         // x rows per block: a block's packed x stays in L2
 
 // A quad's four terms: at ranks 4, 8, 16 columns 4 g .. 4 g + 3 of one pair (p[0] = its block + 4
