@@ -29,15 +29,20 @@ void ql1_norm_row_avx512(std::int64_t d, const std::int8_t* x, const std::int8_t
   // most |t| 2^-24 + 2^-10 <= 2^-9 from t + 2^-8. An integer t thus lands in (t, t + 1), and a
   // non-integer t = z + j / mav (1 <= j < mav, so 1/128 <= t - z <= 127/128) in (z, z + 1) too.
   // Then clip to [-127, 127].
+  // The products in int16 (|x w| <= 2^14), 32 at a time; the float's floor as the conversion's
+  // rounding; the clip's top by the narrowing's saturation.
   const __m512 inv = _mm512_set1_ps(1.0f / static_cast<float>(mav)), nudge = _mm512_set1_ps(1.0f / 256);
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  for (std::int64_t k = 0; k < d; k += 16) {
-    const __mmask16 mk = d - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (d - k)) - 1u);
-    const __m512i xv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mk, x + k));
-    const __m512i wv = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mk, w + k));
-    const __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(xv, wv)), inv, nudge);
-    const __m512i qi = _mm512_cvttps_epi32(_mm512_roundscale_ps(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-    _mm512_mask_cvtepi32_storeu_epi8(y + k, mk, _mm512_min_epi32(_mm512_max_epi32(qi, lo), hi));
+  const __m512i lo = _mm512_set1_epi32(-127);
+  for (std::int64_t k = 0; k < d; k += 32) {
+    const __mmask32 mk = d - k >= 32 ? ~__mmask32{0} : (__mmask32{1} << (d - k)) - 1;
+    const __m512i p = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, x + k)),
+                                         _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mk, w + k)));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ph = _mm512_cvtepi16_epi32(h == 0 ? _mm512_castsi512_si256(p) : _mm512_extracti64x4_epi64(p, 1));
+      const __m512 q = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), inv, nudge);
+      const __m512i qi = _mm512_cvt_roundps_epi32(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      _mm512_mask_cvtsepi32_storeu_epi8(y + k + 16 * h, static_cast<__mmask16>(mk >> (16 * h)), _mm512_max_epi32(qi, lo));
+    }
   }
 }
 
