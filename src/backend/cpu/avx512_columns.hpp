@@ -1,6 +1,7 @@
 // AVX-512 helpers shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
-// cpu_float_avx512.cpp, cpu_int8_avx512.cpp, cpu_int8_update_avx512.cpp): byte masks, 16 x 16
-// transposes and the columns of a small row-major block (the rank-r factors).
+// cpu_float_avx512.cpp, cpu_int8_avx512.cpp, cpu_int8_update_avx512.cpp, cpu_int8_update_amx.cpp):
+// byte masks, 16 x 16 transposes, the columns of a small row-major block (the rank-r factors) and
+// int32 sums added into int64.
 #pragma once
 #include <immintrin.h>
 
@@ -33,6 +34,24 @@ inline std::int64_t load_u64(const void* p) {
   std::int64_t v;
   std::memcpy(&v, p, sizeof v);
   return v;
+}
+
+// z[0 .. min(count, 8)) += sign * the int32 of p32, widened to int64 (nothing past count): the
+// int8 update's sums into its int64 z (cpu_int8_update_avx512.cpp, cpu_int8_update_amx.cpp).
+inline void add8_to_z(std::int64_t* z, std::int64_t count, __m256i p32, int sign) {
+  const __mmask8 mask = static_cast<__mmask8>(byte_mask(count));
+  const __m512i p64 = _mm512_cvtepi32_epi64(p32);
+  const __m512i old = _mm512_maskz_loadu_epi64(mask, z);
+  _mm512_mask_storeu_epi64(z, mask, sign > 0 ? _mm512_add_epi64(old, p64) : _mm512_sub_epi64(old, p64));
+}
+
+// z[0 .. min(count, 16)) += sign * the 16 int32 of p32, each half widened from the register. The
+// tiles store their sums and read each vector back whole: a narrower load from inside a wider
+// store is not forwarded and waits for the store to retire, which had cost the quad tile as
+// much as its multiply-adds at 256 quads.
+inline void add16_to_z(std::int64_t* z, std::int64_t count, __m512i p32, int sign) {
+  add8_to_z(z, count, _mm512_castsi512_si256(p32), sign);
+  if (count > 8) add8_to_z(z + 8, count - 8, _mm512_extracti64x4_epi64(p32, 1), sign);
 }
 
 // Whether columns() serves a rank above 1: powers of two up to 16.
