@@ -372,12 +372,17 @@ class RowEpilogue {
     if constexpr (R == 2 || R == 4 || R == 8 || R == 16) {
       constexpr int kG = 16 / R;
       __m512i dot[T];
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) dot[t] = _mm512_setzero_si512();
-      for (std::int64_t k = 0; k < g_.n; k += 4 * kG) {
-        const __m512i bv = _mm512_loadu_si512(bt_.data() + k * R);
+      const std::int8_t* const bt = bt_.data();
+      const std::int64_t n = g_.n;
+      for (std::int64_t k = 0; k < n; k += 4 * kG) {
+        const __m512i bv = _mm512_loadu_si512(bt + k * R);
+#pragma GCC unroll 8
         for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], x_groups<kG>(xu + t * x_stride + k), bv);
       }
       const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(dot[t], col)));
     } else if constexpr (R == 1) {  // one sum per row, four rows' reduced together
       alignas(64) std::int32_t dots[T][16];
