@@ -117,6 +117,26 @@ TEST(NoiseSimd, FillNormalEqualsScalarOracle) {
   expect_levels_match_oracle<float>(fill_normal, fill_normal_scalar, 8, 101);
 }
 
+#if defined(__x86_64__)
+// The AVX-512 normal fill's two ways to read the table (one 16-lane gather or two 8-lane ones; the
+// vendor picks one at run time, so a machine runs only one through fill_normal) against the oracle.
+TEST(NoiseSimd, FillNormalBothGatherWidthsEqualScalarOracle) {
+  const std::vector<std::string> levels = available_levels();
+  if (levels.back() != "avx512") GTEST_SKIP() << "no AVX-512 here";
+  for (const Case& c : random_cases(200, 103)) {
+    std::vector<float> expected(c.count);
+    fill_normal_scalar(c.stream, c.first, c.count, expected.data());
+    for (bool wide : {false, true}) {
+      std::vector<float> got(c.count + kGuard, -1.0f);
+      noise_simd::fill_normal_avx512_gathers(c.stream, c.first, c.count, got.data(), wide);
+      for (int g = 0; g < kGuard; ++g) ASSERT_EQ(got[c.count + g], -1.0f) << "wide " << wide << ": wrote past the range";
+      ASSERT_TRUE(c.count == 0 || std::memcmp(got.data(), expected.data(), c.count * sizeof(float)) == 0)
+          << "wide " << wide << ", first " << c.first << ", count " << c.count;
+    }
+  }
+}
+#endif
+
 TEST(NoiseSimd, FillInt8EqualsScalarOracle) {
   expect_levels_match_oracle<std::int8_t>(fill_int8, fill_int8_scalar, 8, 202);
 }

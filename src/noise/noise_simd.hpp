@@ -33,6 +33,10 @@ void fill_normal_avx2(const NoiseStream& stream, std::uint64_t first, std::uint6
 void fill_int8_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
 void fill_bits_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
 void fill_normal_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out);
+// fill_normal_avx512 with the table read by one 16-lane gather per 16 values (wide) or two 8-lane
+// ones; fill_normal_avx512 picks by the CPU's vendor. Both write the same bits (tests run both).
+void fill_normal_avx512_gathers(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, float* out,
+                                bool wide);
 void fill_int8_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
 void fill_bits_avx512(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
 
