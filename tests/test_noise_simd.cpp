@@ -137,6 +137,28 @@ TEST(NoiseSimd, FillNormalBothGatherWidthsEqualScalarOracle) {
 }
 #endif
 
+#if defined(__x86_64__)
+// fill_int8 at AVX-512 by word permutes and, where the CPU has VBMI, by byte permutes (the one it
+// takes where it can), each against the oracle.
+TEST(NoiseSimd, FillInt8BothLookupsEqualScalarOracle) {
+  const std::vector<std::string> levels = available_levels();
+  if (levels.back() != "avx512") GTEST_SKIP() << "no AVX-512 here";
+  for (const Case& c : random_cases(200, 107)) {
+    std::vector<std::int8_t> expected(c.count);
+    fill_int8_scalar(c.stream, c.first, c.count, expected.data());
+    for (bool bytes : {false, true}) {
+      if (bytes && !noise_simd::cpu_has_vbmi()) continue;
+      std::vector<std::int8_t> got(c.count + kGuard, 99);
+      (bytes ? noise_simd::fill_int8_avx512_vbmi : noise_simd::fill_int8_avx512_words)(c.stream, c.first, c.count,
+                                                                                      got.data());
+      for (int g = 0; g < kGuard; ++g) ASSERT_EQ(got[c.count + g], 99) << "bytes " << bytes << ": wrote past the range";
+      ASSERT_TRUE(c.count == 0 || std::memcmp(got.data(), expected.data(), c.count) == 0)
+          << "bytes " << bytes << ", first " << c.first << ", count " << c.count;
+    }
+  }
+}
+#endif
+
 TEST(NoiseSimd, FillInt8EqualsScalarOracle) {
   expect_levels_match_oracle<std::int8_t>(fill_int8, fill_int8_scalar, 8, 202);
 }

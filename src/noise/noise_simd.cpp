@@ -44,6 +44,48 @@ void check_range(std::uint64_t first, std::uint64_t count, std::uint64_t values_
 
 }  // namespace
 
+namespace noise_simd {
+
+const Int8Buckets& int8_buckets() {
+  static const Int8Buckets buckets = [] {
+    Int8Buckets t{};
+    for (int h = 0; h < 128; ++h) {
+      const std::int8_t* b = kInt8NormalTable + h * kInt8Bucket;
+      if (h * kInt8Bucket >= kInt8TailStart) {
+        t.base[h] = 0x80;
+        t.step[h] = kInt8Bucket;
+        continue;
+      }
+      int step = kInt8Bucket;
+      for (int o = kInt8Bucket - 1; o >= 1; --o)
+        if (b[o] != b[o - 1]) step = o;
+      if (b[kInt8Bucket - 1] - b[0] > 1)
+        throw_error("int8 noise table: entries ", h * kInt8Bucket, " to ", h * kInt8Bucket + kInt8Bucket - 1,
+                    " rise by ", b[kInt8Bucket - 1] - b[0], ", more than the AVX-512 lookup's one step per bucket; "
+                    "regenerate the table with scripts/gen_normal_table.py or widen the lookup's tail");
+      t.base[h] = static_cast<std::uint8_t>(b[0]);
+      t.step[h] = static_cast<std::uint8_t>(step);
+    }
+    for (int i = 0; i < 128; ++i) t.tail[i] = kInt8NormalTable[kInt8TailStart + i];
+    return t;
+  }();
+  return buckets;
+}
+
+bool cpu_has_vbmi() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+}  // namespace noise_simd
+
 const char* noise_simd_level() { return choice().name(); }
 
 void set_noise_simd(const char* level) { choice().set(level); }
