@@ -231,17 +231,43 @@ struct StoredTile {
   static auto fn() { return tile_finish_stored<Rows, RT, CT>; }
 };
 
+// count zeros (grow-only, the calling thread's): the bias of sums that need none.
+const std::int32_t* zero_bias(std::int64_t count) {
+  thread_local std::vector<std::int32_t> zeros;
+  if (static_cast<std::int64_t>(zeros.size()) < count) zeros.resize(static_cast<std::size_t>(count), 0);
+  return zeros.data();
+}
+
+// The rows [i0, i1) of x (rows, n) for AMX tiles on x's own bytes: in place, unless the block's last
+// 16-row tile would read past x's last row; then a copy (this thread's buffer) with 15 zero rows after.
+const std::uint8_t* raw_block(const std::int8_t* x, std::int64_t n, std::int64_t rows, std::int64_t i0,
+                              std::int64_t i1) {
+  const auto* in_place = reinterpret_cast<const std::uint8_t*>(x + i0 * n);
+  if (i0 + round_up(i1 - i0, 16) <= rows) return in_place;
+  UnsetVector<std::uint8_t>& copy = kept_buffer<std::uint8_t, 1>();
+  ensure_size(copy, (i1 - i0 + 15) * n);
+  std::memcpy(copy.data(), in_place, static_cast<std::size_t>((i1 - i0) * n));
+  std::memset(copy.data() + (i1 - i0) * n, 0, static_cast<std::size_t>(15 * n));
+  return copy.data();
+}
+
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
 // With amx, AMX tiles compute each block's accumulators into acc and the epilogues read them there.
+// With amx and n a multiple of 64 (raw), the tiles read x's own rows, signed (tdpbssd: no +128, so
+// no bias), and the epilogues' x . B flips their bytes as it loads them (x_flip): no converted copy
+// of x, and with W packed beforehand no wait for the other threads.
 void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   const std::int64_t rows = g.batch.rows();
   Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, kept_buffer<std::uint8_t, 0>(),
            kept_buffer<std::int8_t, 1>(), kept_buffer<std::int32_t, 2>()};
-  // AMX reads whole 16-row tiles: up to 15 rows past the last, zeroed (their sums are never used)
-  ensure_size(p.xu, (rows + (amx ? 15 : 0)) * p.x_stride);
-  if (amx) std::memset(p.xu.data() + rows * p.x_stride, 0, static_cast<std::size_t>(15 * p.x_stride));
+  const bool raw = amx && g.n % 64 == 0;
+  if (!raw) {
+    // AMX reads whole 16-row tiles: up to 15 rows past the last, zeroed (their sums are never used)
+    ensure_size(p.xu, (rows + (amx ? 15 : 0)) * p.x_stride);
+    if (amx) std::memset(p.xu.data() + rows * p.x_stride, 0, static_cast<std::size_t>(15 * p.x_stride));
+  }
   const bool prepacked = g.packed != nullptr;  // W packed once by qpack for many calls
   if (!prepacked) {
     ensure_size(p.wp, p.m_blocks * p.n_groups * 64 + kPackSlack);
@@ -249,6 +275,7 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   }
   const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
   const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
+  const std::int32_t* tile_bias = raw ? zero_bias(p.m_blocks * 16) : bias;  // what the tiles' epilogues add
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     if (!prepacked) {
@@ -256,15 +283,15 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
       for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g.m, g.n, g.w, p.n_groups, p.wp.data(), p.bias.data(), blk);
     }
     const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
-    for (std::int64_t i = r0; i < r1; ++i) {
+    for (std::int64_t i = r0; i < (raw ? r0 : r1); ++i) {
       if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
         for (std::int64_t k = 0; k < g.n; k += 64) _mm_prefetch(reinterpret_cast<const char*>(g.x + (i + 8) * g.n + k), _MM_HINT_T1);
       convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
     }
-    cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
+    if (!raw || !prepacked) cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
-    RowEpilogue epi(g, m64, amx ? bias : nullptr);  // AMX leaves the sums without their bias
+    RowEpilogue epi(g, m64, amx && !raw ? bias : nullptr, raw);  // AMX leaves the sums without their bias
     UnsetVector<std::int32_t>& acc = kept_buffer<std::int32_t, 3>();  // this team thread's own
     ensure_size(acc, kRowBlock * m64);
     std::optional<AmxTiles> tiles;
@@ -279,9 +306,11 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       queue_block(g, i1, std::min(end, i1 + kRowBlock), ahead);
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
+      // the block's rows of x as the tiles and the epilogues read them (x_stride apart)
+      const std::uint8_t* xb = raw ? raw_block(g.x, g.n, rows, i0, i1) : p.xu.data() + i0 * p.x_stride;
       // AMX: the block's accumulators of output blocks [b0, b1), into acc
       const auto amx_blocks = [&](std::int64_t b0, std::int64_t b1) {
-        amx_accumulate(p.xu.data() + i0 * p.x_stride, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, acc.data(), m64);
+        amx_accumulate(xb, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, acc.data(), m64, raw);
       };
       // The block's tiles with the epilogue in registers (Rows: the fused rows' kind). With AMX, each
       // panel's accumulators are summed just before its epilogues, so they are read back from L1.
@@ -294,12 +323,12 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
             if (amx)
-              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, bias + b0 * 16,
+              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, tile_bias + b0 * 16,
                                                    rows + (i - i0), context,
                                                    epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
                                                    g.m - b0 * 16);
             else
-              kernel_for<FusedTile<Rows>>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+              kernel_for<FusedTile<Rows>>(rt, ct)(xb + (i - i0) * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
                                                   p.n_groups * 64, p.n_groups, bias + b0 * 16, rows + (i - i0), context,
                                                   epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
                                                   g.m - b0 * 16);
@@ -308,11 +337,11 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
         return true;
       };
       const bool fused_block =
-          epi.fused_rows(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride, fused)
+          epi.fused_rows(i0, i1, xb, p.x_stride, fused)
               ? fused_tiles(std::type_identity<Rank1Rows>{}, fused, Rank1Rows::Context{})
               : with_fused_rank(g.f->rank, [&](auto rank) {
                   constexpr int R = decltype(rank)::value;
-                  const RowEpilogue::Fused kind = epi.block_xb<R>(i0, i1, p.xu.data() + i0 * p.x_stride, p.x_stride);
+                  const RowEpilogue::Fused kind = epi.block_xb<R>(i0, i1, xb, p.x_stride);
                   if (kind == RowEpilogue::Fused::no) return false;
                   epi.fused_pair_rows<R>(i0, i1, kind == RowEpilogue::Fused::wide, fused_pair);
                   return kind == RowEpilogue::Fused::wide
@@ -332,13 +361,13 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
           for (std::int64_t i = i0; i < i1; i += kRowTile) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
-            kernel_for<PlainTile>(rt, ct)(p.xu.data() + i * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
+            kernel_for<PlainTile>(rt, ct)(xb + (i - i0) * p.x_stride, p.x_stride, wp + b0 * p.n_groups * 64,
                                           p.n_groups * 64, p.n_groups, bias + b0 * 16,
                                           acc.data() + (i - i0) * m64 + b0 * 16, m64);
           }
         }
       ahead.pump(-1);
-      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, p.xu.data() + i * p.x_stride, p.x_stride);
+      for (std::int64_t i = i0; i < i1; ++i) epi.row(i, acc.data() + (i - i0) * m64, xb + (i - i0) * p.x_stride, p.x_stride);
       add_addend(g, i0, i1);
     }
   });

@@ -80,18 +80,23 @@ struct Rank1Rows {
 };
 using FusedRow = Rank1Rows::Row;
 
+// Every x . B below reads its row as x + 128 (u8): xu holds either those bytes (flip 0) or x's own
+// signed bytes (flip 0x80 in every byte: x ^ 0x80 is x + 128 as u8), which the loads turn into them.
+inline __m512i x_flip(bool raw) { return _mm512_set1_epi8(static_cast<char>(raw ? 0x80 : 0)); }
+
 // xb[t][0] = x_t . B for T rows x_t = xu + t x_stride (T = 1, or 2: an antithetic pair's members,
 // which share B) at rank 1: B is one contiguous column, so 64 k per step, its loads and column
-// sums shared by the rows; xu is x + 128.
+// sums shared by the rows; xu is x + 128, or x with flip (x_flip).
 template <int T = 1>
 inline void xb_rank1_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b,
-                          std::int32_t* const* xb) {
+                          std::int32_t* const* xb, __m512i flip) {
   __m512i dot[T], col = _mm512_setzero_si512();
   for (int t = 0; t < T; ++t) dot[t] = col;
   const __m512i ones = _mm512_set1_epi8(1);
   for (std::int64_t k = 0; k < x_stride; k += 64) {
     const __m512i bv = _mm512_maskz_loadu_epi8(byte_mask(n - k), b + k);
-    for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_loadu_si512(xu + t * x_stride + k), bv);
+    for (int t = 0; t < T; ++t)
+      dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_xor_si512(_mm512_loadu_si512(xu + t * x_stride + k), flip), bv);
     col = _mm512_dpbusd_epi32(col, ones, bv);
   }
   // one reduction of dot - 128 col, modulo 2^32 (the sums may wrap for n > 65,536; the true xb fits int32)
@@ -99,8 +104,8 @@ inline void xb_rank1_rows(const std::uint8_t* xu, std::int64_t x_stride, std::in
 }
 
 inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t n, const std::int8_t* b,
-                     std::int32_t* xb) {
-  xb_rank1_rows<1>(xu, x_stride, n, b, &xb);
+                     std::int32_t* xb, __m512i flip) {
+  xb_rank1_rows<1>(xu, x_stride, n, b, &xb, flip);
 }
 
 // xb[c] = x . B[:, c] for R = 2, 4, 8: 16 / R = G groups of 4 rows of B (64 bytes) a step,
@@ -110,7 +115,7 @@ inline void xb_rank1(const std::uint8_t* xu, std::int64_t x_stride, std::int64_t
 // true value fits int32). xu: a row of x + 128 padded to a multiple of 64 bytes (B's bytes past n
 // are masked to zero, so the padding's values do not count).
 template <int R>
-inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8_t* b, std::int32_t* xb) {
+inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8_t* b, std::int32_t* xb, __m512i flip) {
   constexpr int kGroups = 16 / R, kStep = 4 * kGroups;  // groups of 4 k and k per step
   alignas(64) std::uint8_t idx_bytes[64];
   for (int c = 0; c < R; ++c)
@@ -118,11 +123,13 @@ inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8
       for (int q = 0; q < 4; ++q) idx_bytes[4 * (c * kGroups + g) + q] = static_cast<std::uint8_t>((4 * g + q) * R + c);
   const __m512i idx = _mm512_load_si512(idx_bytes), ones = _mm512_set1_epi8(1);
   const auto x_at = [&](std::int64_t k) {  // xu[k .. k + kStep) in each c's lanes (within the padded row)
-    if constexpr (R == 2) return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + k)));
-    if constexpr (R == 4) return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xu + k)));
+    if constexpr (R == 2)
+      return _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xu + k))), flip);
+    if constexpr (R == 4)
+      return _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xu + k))), flip);
     std::uint64_t v;
     std::memcpy(&v, xu + k, sizeof v);
-    return _mm512_set1_epi64(static_cast<long long>(v));
+    return _mm512_xor_si512(_mm512_set1_epi64(static_cast<long long>(v)), flip);
   };
   __m512i dot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, col[2] = {dot[0], dot[0]};
   const auto step = [&](std::int64_t k, __m512i raw, int chain) {
@@ -152,11 +159,11 @@ inline void xb_rank_pow2(const std::uint8_t* xu, std::int64_t n, const std::int8
 // of B (4 r bytes) is permuted so lane c holds B[4 g .. 4 g + 3][c], then one vpdpbusd against the
 // broadcast x group covers all c.
 inline void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, const std::int8_t* b,
-                      std::int32_t* xb) {
+                      std::int32_t* xb, __m512i flip) {
   switch (r) {
-    case 2: return xb_rank_pow2<2>(xu, n, b, xb);
-    case 4: return xb_rank_pow2<4>(xu, n, b, xb);
-    case 8: return xb_rank_pow2<8>(xu, n, b, xb);
+    case 2: return xb_rank_pow2<2>(xu, n, b, xb, flip);
+    case 4: return xb_rank_pow2<4>(xu, n, b, xb, flip);
+    case 8: return xb_rank_pow2<8>(xu, n, b, xb, flip);
     default: break;
   }
   alignas(64) std::uint8_t idx_bytes[64] = {};
@@ -168,7 +175,7 @@ inline void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, co
   const auto step = [&](std::int64_t grp, __mmask64 rows_mask, __m512i& dot, __m512i& col) {
     const __m512i raw = _mm512_maskz_loadu_epi8(rows_mask, b + 4 * grp * r);
     const __m512i bv = _mm512_maskz_permutexvar_epi8(lanes, idx, raw);
-    dot = _mm512_dpbusd_epi32(dot, _mm512_set1_epi32(load_u32(xu + 4 * grp)), bv);
+    dot = _mm512_dpbusd_epi32(dot, _mm512_xor_si512(_mm512_set1_epi32(load_u32(xu + 4 * grp)), flip), bv);
     col = _mm512_dpbusd_epi32(col, ones, bv);
   };
   const std::int64_t full_groups = n / 4, n_groups = (n + 3) / 4;
@@ -187,7 +194,8 @@ inline void xb_rank_n(const std::uint8_t* xu, std::int64_t n, std::int64_t r, co
 // The T R sums advance together, B^T loaded once per step for all T rows; they are stored at the
 // end (a reduction straight from the registers makes GCC 12 copy every sum around in the loop).
 template <int R, int T, int S>
-void xb_dots(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* bt, std::int32_t (*dots)[16]) {
+void xb_dots(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* bt, std::int32_t (*dots)[16],
+             __m512i flip) {
   __m512i dot[T * R];
 #pragma GCC unroll 32
   for (int e = 0; e < T * R; ++e) dot[e] = _mm512_setzero_si512();
@@ -197,7 +205,7 @@ void xb_dots(const std::uint8_t* xu, std::int64_t x_stride, const std::int8_t* b
     for (int c = 0; c < R; ++c) bv[c] = _mm512_loadu_si512(bt + c * x_stride + k);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m512i xv = _mm512_loadu_si512(xu + t * x_stride + k);
+      const __m512i xv = _mm512_xor_si512(_mm512_loadu_si512(xu + t * x_stride + k), flip);
 #pragma GCC unroll 8
       for (int c = 0; c < R; ++c) dot[t * R + c] = _mm512_dpbusd_epi32(dot[t * R + c], xv, bv[c]);
     }

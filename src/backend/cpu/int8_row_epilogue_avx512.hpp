@@ -48,11 +48,13 @@ UnsetVector<T>& kept_buffer() {
 // Per thread: turns a row's int32 accumulators (m64 of them, from acc) into output bytes, adding
 // the member's low-rank correction first when the member is perturbed. With stored_bias, acc holds
 // the sums without their bias (as the AMX tiles leave them) and row() adds stored_bias[a] to each.
+// The rows of x it is handed (xu) are x + 128 as u8, or with raw_x x's own bytes (x_flip).
 class RowEpilogue {
  public:
-  RowEpilogue(const QmmArgs& g, std::int64_t m64, const std::int32_t* stored_bias = nullptr)
+  RowEpilogue(const QmmArgs& g, std::int64_t m64, const std::int32_t* stored_bias = nullptr, bool raw_x = false)
       : g_(g),
         stored_bias_(stored_bias),
+        flip_(x_flip(raw_x)),
         writer_(g.div),
         corr_(static_cast<std::size_t>(m64 + 16)),
         xb64_(static_cast<std::size_t>(g.f->rank)),
@@ -158,12 +160,12 @@ class RowEpilogue {
                         block_mf_[i + 1 - i0].sign != 0 && block_mf_[i + 1 - i0].b == mf.b;
       if (pair) {
         std::int32_t* const out[2] = {xb_[i - i0], xb_[i + 1 - i0]};
-        xb_rank1_rows<2>(x, x_stride, g_.n, mf.b, out);
+        xb_rank1_rows<2>(x, x_stride, g_.n, mf.b, out, flip_);
       } else if (mf.sign != 0) {
         if constexpr (R == 1)
-          xb_rank1(x, x_stride, g_.n, mf.b, xb_[i - i0]);
+          xb_rank1(x, x_stride, g_.n, mf.b, xb_[i - i0], flip_);
         else
-          xb_rank_n(x, g_.n, R, mf.b, xb_[i - i0]);
+          xb_rank_n(x, g_.n, R, mf.b, xb_[i - i0], flip_);
       }
       i += pair ? 2 : 1;
     }
@@ -203,11 +205,11 @@ class RowEpilogue {
     if (mf.sign != 0 && r <= 8 && g_.n <= 65536) {
       alignas(64) std::int32_t xb[16] = {};  // zero past the rank (split_xb reads 8)
       if (r == 1)
-        xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+        xb_rank1(xu, x_stride, g_.n, mf.b, xb, flip_);
       else if (g_.batch.rows_per_member > 1)
         xb_laid_out(mf.b, xu, x_stride, xb);
       else
-        xb_rank_n(xu, g_.n, r, mf.b, xb);
+        xb_rank_n(xu, g_.n, r, mf.b, xb, flip_);
       std::int64_t total = 0;
       for (std::int64_t c = 0; c < r; ++c) total += xb[c] < 0 ? -std::int64_t{xb[c]} : xb[c];
       if (total < (1 << 23)) {
@@ -376,17 +378,19 @@ class RowEpilogue {
       for (int t = 0; t < T; ++t) dot[t] = _mm512_setzero_si512();
       const std::int8_t* const bt = bt_.data();
       const std::int64_t n = g_.n;
+      const __m512i flip = flip_;
       for (std::int64_t k = 0; k < n; k += 4 * kG) {
         const __m512i bv = _mm512_loadu_si512(bt + k * R);
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) dot[t] = _mm512_dpbusd_epi32(dot[t], x_groups<kG>(xu + t * x_stride + k), bv);
+        for (int t = 0; t < T; ++t)
+          dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_xor_si512(x_groups<kG>(xu + t * x_stride + k), flip), bv);
       }
       const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(dot[t], col)));
     } else if constexpr (R == 1) {  // one sum per row, four rows' reduced together
       alignas(64) std::int32_t dots[T][16];
-      xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots);
+      xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots, flip_);
       const std::int32_t col = static_cast<std::int32_t>(static_cast<std::uint32_t>(col_sum_[0]) << 7);
       if constexpr (T % 4 == 0) {
         for (int t = 0; t < T; t += 4) {
@@ -405,7 +409,7 @@ class RowEpilogue {
     } else {
       constexpr int kGroups = (R + 3) / 4;
       alignas(64) std::int32_t dots[T * 4 * kGroups][16];
-      xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots);
+      xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots, flip_);
       for (int t = 0; t < T; ++t)
         for (int cg = 0; cg < kGroups; ++cg) {
           const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
@@ -455,14 +459,15 @@ class RowEpilogue {
     }
     alignas(64) std::int32_t xb[16];
     if (r == 1)
-      xb_rank1(xu, x_stride, g_.n, mf.b, xb);
+      xb_rank1(xu, x_stride, g_.n, mf.b, xb, flip_);
     else
-      xb_rank_n(xu, g_.n, r, mf.b, xb);
+      xb_rank_n(xu, g_.n, r, mf.b, xb, flip_);
     corr_from_xb(g_.m, r, g_.f->shift, mf.sign, mf.a, xb, corr_.data());
   }
 
   const QmmArgs& g_;
   const std::int32_t* stored_bias_;  // (m64) or null: added to acc as row() reads it
+  const __m512i flip_;               // x_flip: what the x . B loads xor their bytes with
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
