@@ -338,7 +338,8 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
       };
       const bool fused_block =
           epi.fused_rows(i0, i1, xb, p.x_stride, fused)
-              ? fused_tiles(std::type_identity<Rank1Rows>{}, fused, Rank1Rows::Context{})
+              ? (epi.fused_short() ? fused_tiles(std::type_identity<Rank1RowsShort>{}, fused, Rank1RowsShort::Context{})
+                                   : fused_tiles(std::type_identity<Rank1Rows>{}, fused, Rank1Rows::Context{}))
               : with_fused_rank(g.f->rank, [&](auto rank) {
                   constexpr int R = decltype(rank)::value;
                   const RowEpilogue::Fused kind = epi.block_xb<R>(i0, i1, xb, p.x_stride);

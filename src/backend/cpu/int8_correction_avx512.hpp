@@ -66,19 +66,28 @@ class ByteWriter {
 // The rows of a block whose epilogue runs in the tile's registers, at rank 1: each row's member's
 // A widened to int32 (zero past m, a multiple of 16 values) and x . B, or a null A when the row is
 // unperturbed. correction: s floor(xb A[a] / 2^S) without the sign for outputs av .. av + 15,
-// exact in int32 when |xb| < 2^23 (as row_rank1_int32).
-struct Rank1Rows {
-  struct Row {
-    const std::int32_t* a32 = nullptr;
-    std::int32_t xb = 0;
-    int sign = 0;
-  };
+// exact in int32 when |xb| < 2^23 (as row_rank1_int32). Short (every row's xb fits int16): the
+// product by vpmaddwd, one instruction where vpmulld is two on the same port: a lane of a32 is A
+// sign-extended, so its low int16 is A and its high one 0 or -1, which meets the 0 above xb.
+struct Rank1Row {
+  const std::int32_t* a32 = nullptr;
+  std::int32_t xb = 0;
+  int sign = 0;
+};
+template <bool Short>
+struct Rank1RowsOf {
+  using Row = Rank1Row;
   struct Context {};
   static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
-    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), _mm512_loadu_si512(row.a32 + av)), shift);
+    const __m512i a = _mm512_loadu_si512(row.a32 + av);
+    if constexpr (Short)
+      return _mm512_sra_epi32(_mm512_madd_epi16(_mm512_set1_epi32(row.xb & 0xFFFF), a), shift);
+    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), a), shift);
   }
 };
-using FusedRow = Rank1Rows::Row;
+using Rank1Rows = Rank1RowsOf<false>;
+using Rank1RowsShort = Rank1RowsOf<true>;
+using FusedRow = Rank1Row;
 
 // Every x . B below reads its row as x + 128 (u8): xu holds either those bytes (flip 0) or x's own
 // signed bytes (flip 0x80 in every byte: x ^ 0x80 is x + 128 as u8), which the loads turn into them.

@@ -62,6 +62,7 @@ class RowEpilogue {
 
   // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
   // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
+  // fused_short() then tells whether every x . B fits int16 (Rank1RowsShort).
   bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
     const bool rank1 = g_.f->rank == 1 && g_.n <= 65536;
     for (std::int64_t i = i0; i < i1; ++i) {
@@ -74,6 +75,7 @@ class RowEpilogue {
     std::int64_t used = 0;
     const std::int8_t* last_a = nullptr;
     const std::int32_t* last_a32 = nullptr;
+    short_ = true;
     for (std::int64_t i = i0; i < i1; ++i) {
       const MemberFactors& mf = block_mf_[i - i0];
       FusedRow& fr = rows[i - i0];
@@ -81,6 +83,7 @@ class RowEpilogue {
       if (mf.sign == 0) continue;
       fr.xb = xb_[i - i0][0];
       if (fr.xb <= -(1 << 23) || fr.xb >= (1 << 23)) return false;
+      short_ = short_ && fr.xb >= -32768 && fr.xb <= 32767;
       if (mf.a != last_a) {  // each factor block met has its A widened once
         last_a = mf.a;
         std::int32_t* out = a32_.data() + used;
@@ -96,6 +99,8 @@ class RowEpilogue {
     }
     return true;
   }
+  bool fused_short() const { return short_; }
+
   // How the rows of a block at rank R in 2, 4, 8, 16 finish in the tile's registers: not at all (some
   // row has sum_c |x . B[:, c]| >= 2^23, or n > 65,536), in int16 pairs (PairRows) when every
   // |x . B[:, c]| < 2^15, else in int16 pairs of x . B split in two (wide).
@@ -468,6 +473,7 @@ class RowEpilogue {
   const QmmArgs& g_;
   const std::int32_t* stored_bias_;  // (m64) or null: added to acc as row() reads it
   const __m512i flip_;               // x_flip: what the x . B loads xor their bytes with
+  bool short_ = false;               // fused_rows: every x . B of the block fits int16
   ByteWriter writer_;
   std::vector<std::int64_t> corr_;  // (m64 + 16)
   std::vector<std::int64_t> xb64_;  // (r), for ranks above 16
