@@ -282,11 +282,13 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
       const auto [b0, b1] = cpu_parallel::share(p.m_blocks, t, n_threads);
       for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g.m, g.n, g.w, p.n_groups, p.wp.data(), p.bias.data(), blk);
     }
-    const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
-    for (std::int64_t i = r0; i < (raw ? r0 : r1); ++i) {
-      if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
-        for (std::int64_t k = 0; k < g.n; k += 64) _mm_prefetch(reinterpret_cast<const char*>(g.x + (i + 8) * g.n + k), _MM_HINT_T1);
-      convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
+    if (!raw) {  // x + 128 for the tiles and x . B (raw reads x itself)
+      const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
+      for (std::int64_t i = r0; i < r1; ++i) {
+        if (i + 8 < rows)  // the rows come from memory, not cache: fetch a few ahead
+          for (std::int64_t k = 0; k < g.n; k += 64) _mm_prefetch(reinterpret_cast<const char*>(g.x + (i + 8) * g.n + k), _MM_HINT_T1);
+        convert_x_row(g.x + i * g.n, g.n, p.x_stride, p.xu.data() + i * p.x_stride);
+      }
     }
     if (!raw || !prepacked) cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
