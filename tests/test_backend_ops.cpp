@@ -107,6 +107,23 @@ struct Factors {
 
 // ---- the op cases ----
 
+// The perturbed forward x (W + coef_j A_j B_j^T)^T of rows of member row / rpm, in double (f null:
+// x W^T), each row of y (rows, m) added to its start value (0 where y starts empty).
+void perturbed_forward_math(const std::vector<float>& x, const std::vector<float>& w, const Factors* f,
+                            std::int64_t rpm, std::int64_t m, std::int64_t n, std::vector<double>& y) {
+  const auto rows = static_cast<std::int64_t>(x.size()) / n;
+  y.resize(static_cast<std::size_t>(rows * m), 0.0);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t j = row / rpm;
+    for (std::int64_t a = 0; a < m; ++a) {
+      double acc = 0;
+      for (std::int64_t b = 0; b < n; ++b)
+        acc += x[row * n + b] * (w[a * n + b] + (f != nullptr ? f->coef[j] * f->ab(j, a, b) : 0.0));
+      y[row * m + a] += acc;
+    }
+  }
+}
+
 void add_gemm_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t rows, m, n; };
   for (S s : {S{1, 1, 1}, S{1, 7, 13}, S{5, 7, 13}, S{37, 33, 65}, S{3, 65, 33}, S{16, 16, 128}}) {
@@ -183,16 +200,8 @@ void add_perturbed_matmul_cases(std::vector<OpCase>& cases) {
                        return y.result(s.m);
                      },
                      [=] {
-                       std::vector<double> y(static_cast<std::size_t>(rows * s.m));
-                       for (std::int64_t row = 0; row < rows; ++row) {
-                         const std::int64_t j = row / s.rpm;
-                         for (std::int64_t a = 0; a < s.m; ++a) {
-                           double acc = 0;
-                           for (std::int64_t b = 0; b < s.n; ++b)
-                             acc += x[row * s.n + b] * (w[a * s.n + b] + f->coef[j] * f->ab(j, a, b));
-                           y[row * s.m + a] = acc;
-                         }
-                       }
+                       std::vector<double> y;
+                       perturbed_forward_math(x, w, f.get(), s.rpm, s.m, s.n, y);
                        return y;
                      }});
   }
@@ -333,6 +342,42 @@ void add_activation_cases(std::vector<OpCase>& cases) {
     }
 }
 
+// A linear layer (Backend::linear): the matmul with or without factors, then a bias (none, one
+// for every row, or one per member) and an activation.
+void add_linear_cases(std::vector<OpCase>& cases) {
+  enum Bias { no_bias, shared_bias, member_bias };
+  struct S { std::int64_t members, rpm, m, n, r; Bias bias; Activation a; };
+  for (S s : {S{13, 1, 70, 20, 1, member_bias, Activation::relu}, S{6, 4, 64, 600, 4, shared_bias, Activation::tanh},
+              S{5, 3, 33, 65, 3, member_bias, Activation::gelu}, S{7, 2, 3, 17, 4, shared_bias, Activation::silu},
+              S{9, 1, 129, 31, 0, no_bias, Activation::relu}, S{4, 2, 40, 24, 0, member_bias, Activation::none}}) {
+    const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 613 + s.m * 17 + s.n * 3 + s.r);
+    const std::int64_t rows = s.members * s.rpm;
+    auto x = values(rows * s.n, seed), w = values(s.m * s.n, seed + 1);
+    auto bias = values((s.bias == member_bias ? s.members : 1) * s.m, seed + 2);
+    const std::int64_t stride = s.bias == member_bias ? s.m : 0;
+    auto f = s.r > 0 ? std::make_shared<Factors>(s.members, s.m, s.n, s.r, seed, 1, true) : nullptr;
+    cases.push_back({"linear members=" + std::to_string(s.members) + " rpm=" + std::to_string(s.rpm) +
+                         " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " r=" + std::to_string(s.r) +
+                         " bias " + std::to_string(s.bias) + " " + activation_name(s.a),
+                     [=](Backend& be) {
+                       OutBuffer y(rows * s.m, kNan);
+                       const LowRankFactors lf = f ? f->view() : LowRankFactors{};
+                       const RowEpilogue e{s.bias == no_bias ? nullptr : bias.data(), stride, s.a};
+                       be.linear({s.members, s.rpm}, s.m, s.n, x.data(), w.data(), f ? &lf : nullptr, e, y.ptr());
+                       return y.result(s.m);
+                     },
+                     [=] {
+                       std::vector<double> y(static_cast<std::size_t>(rows * s.m), 0.0);
+                       for (std::int64_t row = 0; row < rows; ++row)
+                         for (std::int64_t a = 0; s.bias != no_bias && a < s.m; ++a)
+                           y[row * s.m + a] = bias[row / s.rpm * stride + a];
+                       perturbed_forward_math(x, w, f.get(), s.rpm, s.m, s.n, y);
+                       for (double& v : y) v = activation_math(s.a, v);
+                       return y;
+                     }});
+  }
+}
+
 void add_embedding_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t members, rpm, vocab, d, r, zero_member; bool factors; };
   for (S s : {S{1, 1, 1, 1, 1, -1, true}, S{1, 1, 13, 7, 1, -1, false}, S{4, 3, 13, 7, 2, 1, true},
@@ -377,6 +422,7 @@ std::vector<OpCase> all_cases() {
   add_row_vector_cases(cases);
   add_norm_cases(cases);
   add_activation_cases(cases);
+  add_linear_cases(cases);
   add_embedding_cases(cases);
   return cases;
 }
@@ -545,6 +591,56 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
         ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)))
             << "pairs " << pairs << (rule == cpu_sgemm::FusedBlockRows::whole ? ", whole blocks" : ", limited blocks");
       }
+    }
+  }
+}
+
+// Backend::linear promises the bits of its ops in sequence (gemm_nt or perturbed_matmul, add_rows,
+// activation); the cpu backend applies the bias and the activation in the GEMM's stores at its
+// vector levels: on the accumulators (bias, relu) or on each tile's stored rows (the correction
+// added after the store: ranks outside 1, 2, 4, 8, 16, edge tiles, unperturbed members; tanh,
+// gelu and silu by the backend's own kernel). Shapes: one row per member with pairs sharing
+// factors; x . B in the first panel's tiles over k blocks (n 1278, rank 1); A columns by shuffles
+// (rank 4) with a narrow last panel (m 96); the 4-lane tiles (m 3); rank 3; A^T by rank (rank 4,
+// 16 rows per member). Row 1 of x holds a NaN (relu gives 0 for it, as the separate relu does).
+TEST(BackendOps, LinearEqualsItsOpsInSequence) {
+  struct S { std::int64_t members, rpm, m, n, r; };
+  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
+  for (const std::string& level : simd_levels(*make_backend(kind)))
+  for (S s : {S{37, 1, 512, 64, 1}, S{5, 16, 64, 1278, 1}, S{26, 1, 96, 40, 4}, S{7, 2, 3, 17, 4}, S{5, 3, 33, 65, 3},
+              S{9, 16, 64, 512, 4}})
+  for (int threads : {1, 3}) {
+    auto be = make_backend(kind);
+    be->set_simd(level);
+    be->set_threads(threads);
+    SCOPED_TRACE(be->name() + " " + level + " members=" + std::to_string(s.members) + " m=" + std::to_string(s.m) +
+                 " n=" + std::to_string(s.n) + " r=" + std::to_string(s.r) + " threads=" + std::to_string(threads));
+    const std::int64_t rows = s.members * s.rpm;
+    auto x = values(rows * s.n, 91);
+    x[s.n + 3] = kNan;
+    const auto w = values(s.m * s.n, 92), bias = values(s.members * s.m, 93);
+    Factors f(s.members, s.m, s.n, s.r, 94, 2, true);
+    for (std::int64_t j = 1; j < s.members; j += 4) {  // some antithetic pairs sharing a block
+      f.blocks[j] = f.blocks[j - 1];
+      f.coef[j] = -f.coef[j - 1];
+    }
+    const LowRankFactors lf = f.view();
+    for (bool perturbed : {false, true})
+    for (std::int64_t stride : {std::int64_t{-1}, std::int64_t{0}, s.m})  // no bias, one for all, per member
+    for (Activation a : {Activation::none, Activation::relu, Activation::tanh, Activation::gelu, Activation::silu}) {
+      SCOPED_TRACE(std::string(perturbed ? "perturbed" : "plain") + " bias stride " + std::to_string(stride) + " " +
+                   activation_name(a));
+      const MemberRows batch{s.members, s.rpm};
+      std::vector<float> apart(static_cast<std::size_t>(rows * s.m), kNan), fused(apart.size(), kNan);
+      if (perturbed)
+        be->perturbed_matmul(batch, lf, x.data(), w.data(), apart.data());
+      else
+        be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
+      if (stride >= 0) be->add_rows(batch, s.m, bias.data(), stride, apart.data());
+      if (a != Activation::none) be->activation(a, rows * s.m, apart.data(), apart.data());
+      const RowEpilogue e{stride >= 0 ? bias.data() : nullptr, std::max<std::int64_t>(stride, 0), a};
+      be->linear(batch, s.m, s.n, x.data(), w.data(), perturbed ? &lf : nullptr, e, fused.data());
+      ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
     }
   }
 }

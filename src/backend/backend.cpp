@@ -30,6 +30,20 @@ void Backend::lowrank_correction_onto(const MemberRows& batch, const LowRankFact
   lowrank_correction(batch, f, x, y);
 }
 
+void Backend::linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
+                     const LowRankFactors* f, const RowEpilogue& e, float* y) {
+  if (f != nullptr)
+    perturbed_matmul(batch, *f, x, w, y);
+  else
+    gemm_nt(batch.rows(), m, n, x, w, y);
+  apply_epilogue(batch, m, e, y);
+}
+
+void Backend::apply_epilogue(const MemberRows& batch, std::int64_t m, const RowEpilogue& e, float* y) {
+  if (e.bias != nullptr) add_rows(batch, m, e.bias, e.bias_stride, y);
+  if (e.activation != Activation::none) activation(e.activation, batch.rows() * m, y, y);
+}
+
 void Backend::cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,
                             std::int64_t label_period, double* loss, std::uint8_t* correct) {
   detail::check_cross_entropy(rows, classes, labels, label_period);

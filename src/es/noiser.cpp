@@ -85,10 +85,11 @@ std::vector<float> Noiser::member_coefs(const ForwardContext& ctx) const {
   return coef;
 }
 
-void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const {
   const std::int64_t m = w.rows(), n = w.cols();
   check(ctx.view != nullptr, "Noiser::matmul needs a population view");
-  if (!w.perturbed() || !active()) return ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
+  if (!w.perturbed() || !active())
+    return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y);
   // The factors are made present by the backend, for the members it is about to read (ready()):
   // a fused kernel generates each block of rows' factors just before its tiles, in cache. No
   // hook when they are all there (table slices, or a view that has made them already): the
@@ -101,8 +102,8 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
     ctx.view->fill_normals(w, NoiseTag::factors, rank_ * (m + n), pair_first,
                            pair_of(ctx.member(first + count - 1)) - pair_first + 1);
   };
-  ctx.backend.perturbed_matmul(ctx.batch(), {m, n, rank_, blocks.data(), coef.data(), present ? nullptr : &fill}, x,
-                               w.value.data<float>(), y);
+  const LowRankFactors factors{m, n, rank_, blocks.data(), coef.data(), present ? nullptr : &fill};
+  ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), &factors, after, y);
 }
 
 void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const {

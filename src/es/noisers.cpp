@@ -76,9 +76,10 @@ class OpenEs final : public Noiser {
     matmul_repeated(ctx, w, x, y);
   }
 
-  void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
+  using Noiser::matmul;
+  void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const override {
     check(ctx.view != nullptr, "Noiser::matmul needs a population view");
-    if (!w.perturbed()) return Noiser::matmul(ctx, w, x, y);
+    if (!w.perturbed()) return Noiser::matmul(ctx, w, x, y, after);
     PopulationView& view = *ctx.view;
     const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member;
     std::vector<float> wi(static_cast<std::size_t>(m * n));
@@ -86,6 +87,7 @@ class OpenEs final : public Noiser {
       member_matrix(view, w, ctx.member(j), wi.data());
       ctx.backend.gemm_nt(rows, m, n, x + j * rows * n, wi.data(), y + j * rows * m);
     }
+    ctx.backend.apply_epilogue(ctx.batch(), m, after, y);
   }
 
   void embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const override {
@@ -149,11 +151,12 @@ class Sparse final : public Noiser {
     matmul_repeated(ctx, w, x, y);
   }
 
-  void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
+  using Noiser::matmul;
+  void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const override {
     check(ctx.view != nullptr, "Noiser::matmul needs a population view");
     const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member;
+    if (!w.perturbed()) return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y);
     ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
-    if (!w.perturbed()) return;
     PopulationView& view = *ctx.view;
     for (std::int64_t j = 0; j < ctx.members(); ++j) {
       const std::int64_t i = ctx.member(j);
@@ -168,6 +171,7 @@ class Sparse final : public Noiser {
         }
       }
     }
+    ctx.backend.apply_epilogue(ctx.batch(), m, after, y);
   }
 
   void embedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, float* y) const override {

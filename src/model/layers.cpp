@@ -47,23 +47,41 @@ void mul_vector(ForwardContext& ctx, const Param& v, Tensor& y) {
 }  // namespace
 
 Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x) {
+  return linear(ctx, w, b, x, Activation::none);
+}
+
+Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x, Activation after) {
   check_rows(ctx, x, "linear");
+  const std::int64_t m = w.rows();
   if (x.dim(1) != w.cols())
     throw_error("linear '", w.name, "': input has ", x.dim(1), " features, the weight ", shape_string(w.value.shape()),
                 " expects ", w.cols());
+  // The bias and the activation, for the backend to apply as each row's values are finished.
+  RowEpilogue e;
+  e.activation = after;
+  if (b) {
+    check(b->value.numel() == m, "parameter '", b->name, "' has ", b->value.numel(), " values, expected ", m);
+    if (perturbed_here(ctx, *b)) {
+      PopulationView& view = *ctx.view;
+      const Tensor& per_member = view.member_vectors(*b, [&] { return view.noiser().vectors(view, *b); });
+      e.bias = per_member.data<float>() + ctx.member_begin * m;
+      e.bias_stride = m;
+    } else {
+      e.bias = b->value.data<float>();
+    }
+  }
   if (ctx.shared_input) {
     check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
-    Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), w.rows()});
+    Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), m});
     ctx.view->noiser().matmul_shared(ctx, w, x.data<float>(), y.data<float>());
-    if (b) add_vector(ctx, *b, y);
+    ctx.backend.apply_epilogue(ctx.batch(), m, e, y.data<float>());
     return y;
   }
-  Tensor y = Tensor::uninitialized(DType::f32, {x.dim(0), w.rows()});
+  Tensor y = Tensor::uninitialized(DType::f32, {x.dim(0), m});
   if (ctx.view && ctx.view->noiser().active())
-    ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>());
+    ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>(), e);
   else
-    ctx.backend.gemm_nt(x.dim(0), w.rows(), w.cols(), x.data<float>(), w.value.data<float>(), y.data<float>());
-  if (b) add_vector(ctx, *b, y);
+    ctx.backend.linear({1, x.dim(0)}, m, w.cols(), x.data<float>(), w.value.data<float>(), nullptr, e, y.data<float>());
   return y;
 }
 

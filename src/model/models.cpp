@@ -37,16 +37,18 @@ Mlp::Mlp(const MlpSpec& spec, std::uint64_t seed) : spec_(spec) {
 }
 
 Tensor Mlp::forward(ForwardContext& ctx, const Tensor& x) {
-  Tensor h = linear(ctx, params_.at("layers.0.weight"), params_.find("layers.0.bias"), x);
   ForwardContext rows = ctx;  // after the first layer every member has its own rows
   rows.shared_input = false;
+  Tensor h;
   for (std::size_t l = 0; l < n_layers_; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    if (l > 0) h = linear(rows, params_.at(p + "weight"), params_.find(p + "bias"), h);
-    if (l + 1 == n_layers_) {
-      if (spec_.output_activation == Activation::none) return h;  // moved, not copied as a ?: would
-      return activation(rows, spec_.output_activation, std::move(h));
-    }
+    const bool last = l + 1 == n_layers_;
+    // an activation right after the linear layer (no norm between) is applied by it, as it stores
+    const Activation after =
+        last ? spec_.output_activation : (spec_.norm == "none" ? spec_.activation : Activation::none);
+    h = linear(l == 0 ? ctx : rows, params_.at(p + "weight"), params_.find(p + "bias"), l == 0 ? x : h, after);
+    if (last) break;
+    if (spec_.norm == "none") continue;
     if (spec_.norm == "layer") h = layer_norm(rows, h, params_.find(p + "norm.weight"), nullptr);
     if (spec_.norm == "l1") h = l1_norm(rows, h, params_.find(p + "norm.weight"));
     h = activation(rows, spec_.activation, std::move(h));

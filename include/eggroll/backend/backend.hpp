@@ -40,6 +40,16 @@ struct LowRankFactors {
   }
 };
 
+// What a linear layer does to each row of its matmul's output (Backend::linear): y[row] =
+// activation(y[row] + bias of the row's member), elementwise; bias null: no add; bias_stride 0:
+// one bias vector for every row, else member j's at bias + j bias_stride.
+struct RowEpilogue {
+  const float* bias = nullptr;
+  std::int64_t bias_stride = 0;
+  Activation activation = Activation::none;
+  bool empty() const { return bias == nullptr && activation == Activation::none; }
+};
+
 // Per-member low-rank int8 perturbation of one matrix (ALGORITHM.md 2.3): member j adds
 // sign[j] * floor(((x B_j) A_j^T) / 2^shift) to its int32 accumulator; sign 0 (or a null block)
 // means unperturbed. Blocks use the same layout as the float ones: B (n, r), then A (m, r).
@@ -97,6 +107,14 @@ class Backend {
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);
   }
+  // A linear layer: y (rows, m) = x W^T, plus the low-rank correction when f is given (as
+  // perturbed_matmul), then the epilogue e on every row (add_rows of e.bias, then activation). The
+  // result equals those calls in sequence, which this default makes; a backend may instead apply
+  // e in the GEMM's stores, while the values are in registers or cache (the cpu backend does).
+  virtual void linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
+                      const LowRankFactors* f, const RowEpilogue& e, float* y);
+  // The epilogue e alone on y (rows, m): add_rows of e.bias, then activation.
+  void apply_epilogue(const MemberRows& batch, std::int64_t m, const RowEpilogue& e, float* y);
   // out (m, n) += weight[k] * A_k B_k^T for k = 0, 1, ..., n_terms - 1, added to out one term at a
   // time in k order (so splitting the terms over calls gives the same bits).
   virtual void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_terms,

@@ -215,8 +215,11 @@ class Noiser {
   // Does the noiser perturb anything at all? (noop: no; then forward is plain inference.)
   virtual bool active() const { return true; }
 
-  // y (rows, m) = x (rows, n) W_i^T for the members of ctx.view (non-null; y allocated by the caller).
-  virtual void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
+  // y (rows, m) = x (rows, n) W_i^T for the members of ctx.view (non-null; y allocated by the
+  // caller), then the layer's epilogue `after` on every row (Backend::linear: its bias stride
+  // counts the context's members, from ctx.member_begin), which the backend may fuse.
+  virtual void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const;
+  void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const { matmul(ctx, w, x, y, {}); }
   // The same for x (rows_per_member, n) shared by every member (ctx.shared_input): y (members x
   // rows_per_member, m), bit-identical to matmul on x repeated once per member.
   virtual void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const;

@@ -11,6 +11,10 @@ namespace eggroll {
 
 // y (rows, m) = x (rows, n) W^T + b, W (m, n) a matrix parameter, b (m) a vector or null.
 Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x);
+// The same followed by the activation `after` (Activation::none: none): y = after(x W^T + b), the
+// bits of linear then activation; the backend may apply both as it stores each row (the cpu
+// backend does).
+Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor& x, Activation after);
 // y (rows, d) = W[tokens] for W (vocab, d) an embedding parameter; tokens in [0, vocab).
 Tensor embedding(ForwardContext& ctx, const Param& w, const std::vector<std::int32_t>& tokens);
 // Layer norm over features, then * gamma + beta (either may be null).

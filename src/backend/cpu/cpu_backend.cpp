@@ -40,6 +40,26 @@ bool float_avx2() {
   return !float_avx512() && (gemm == "avx2" || gemm == "avx512");
 }
 
+// y[i] = a(x[i]) for i < n by the portable definition (the scalar level, builds without libmvec).
+void activation_portable(Activation a, std::int64_t n, const float* x, float* y) {
+  if (a == Activation::relu) {  // branch-free loop the compiler vectorises (the same values)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) y[i] = detail::apply_activation(a, x[i]);
+}
+
+// The kernel Backend::activation runs on each stretch of values, on the calling thread: libmvec's
+// at the float kernels' vector level, the portable loops otherwise. The GEMM's epilogue
+// (cpu_sgemm::RowFinish) runs the same one, so both give the same bits.
+void (*activation_kernel())(Activation, std::int64_t, const float*, float*) {
+  const std::string level = cpu_sgemm::level();
+  if (cpu_vecmath::available() && (level == "avx512" || level == "avx2"))
+    // the AVX-512 file is built for the level of float_avx512 (DQ included)
+    return float_avx512() ? cpu_vecmath::activation_avx512 : cpu_vecmath::activation_avx2;
+  return activation_portable;
+}
+
 // op(y[row][k], v[member][k]) for every row: contiguous shares of rows, each walked as runs of
 // one member's rows (a division per run, not per row; the inner loops over k vectorise).
 template <class Op>
@@ -90,6 +110,28 @@ class CpuBackend final : public Backend {
     f.ready(0, batch.n_members);
     gemm_nt(batch.rows(), f.m, f.n, x, w, y);
     lowrank_correction(batch, f, x, y);
+  }
+
+  // The layer's epilogue in the GEMM's stores (cpu_sgemm::RowFinish) at its vector levels, with
+  // or without the fused correction; the ops in sequence elsewhere.
+  void linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
+              const LowRankFactors* f, const RowEpilogue& e, float* y) override {
+    const std::string level = cpu_sgemm::level();
+    const bool fused_correction = float_avx512() ? level == "avx512" : float_avx2();
+    if (e.empty() || (level != "avx512" && level != "avx2") || (f != nullptr && !fused_correction))
+      return Backend::linear(batch, m, n, x, w, f, e, y);
+    cpu_sgemm::RowFinish finish;
+    finish.bias = e.bias;
+    finish.bias_stride = e.bias_stride;
+    finish.rows_per_member = batch.rows_per_member;
+    finish.relu = e.activation == Activation::relu;
+    if (e.activation != Activation::none && !finish.relu) {
+      finish.activation = e.activation;
+      finish.kernel = activation_kernel();
+    }
+    if (f == nullptr) return cpu_sgemm::gemm_nt(batch.rows(), m, n, x, w, y, &finish);
+    if (float_avx512()) return cpu_float_avx512::perturbed_matmul(batch, *f, x, w, y, &finish);
+    cpu_float_avx2::perturbed_matmul(batch, *f, x, w, y, &finish);
   }
 
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
@@ -178,28 +220,13 @@ class CpuBackend final : public Backend {
   }
 
   void activation(Activation a, std::int64_t n, const float* x, float* y) override {
-    const std::string level = cpu_sgemm::level();
-    if (cpu_vecmath::available() && (level == "avx512" || level == "avx2")) {
-      // blocks of whole vectors, so that each thread's part but the last has no masked tail
-      // (results do not depend on the split either way: cpu_vecmath.hpp); the AVX-512 file is
-      // built for the level of float_avx512 (DQ included)
-      const auto kernel = float_avx512() ? cpu_vecmath::activation_avx512 : cpu_vecmath::activation_avx2;
-      constexpr std::int64_t kBlock = 4096;
-      cpu_parallel::for_each((n + kBlock - 1) / kBlock, n >= kParallelMinElements, [&](std::int64_t b) {
-        kernel(a, std::min(kBlock, n - b * kBlock), x + b * kBlock, y + b * kBlock);
-      });
-      return;
-    }
-    if (a == Activation::relu) {  // branch-free loop the compiler vectorises (same values)
-      if (!cpu_parallel::team_pays(n >= kParallelMinElements)) {
-        for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        return;
-      }
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-      return;
-    }
-    cpu_parallel::for_each(n, n >= kParallelMinElements, [&](std::int64_t i) { y[i] = detail::apply_activation(a, x[i]); });
+    // blocks of whole vectors, so that each thread's part but the last has no masked tail
+    // (results do not depend on the split either way: cpu_vecmath.hpp)
+    const auto kernel = activation_kernel();
+    constexpr std::int64_t kBlock = 4096;
+    cpu_parallel::for_each((n + kBlock - 1) / kBlock, n >= kParallelMinElements, [&](std::int64_t b) {
+      kernel(a, std::min(kBlock, n - b * kBlock), x + b * kBlock, y + b * kBlock);
+    });
   }
 
   void cross_entropy(std::int64_t rows, std::int64_t classes, const float* logits, const std::int32_t* labels,

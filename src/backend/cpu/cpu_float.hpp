@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/cpu_sgemm.hpp"
 #include "eggroll/backend/backend.hpp"
 
 namespace eggroll::cpu_float_avx512 {
@@ -23,7 +24,9 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 // y (rows, m) = x W^T + the correction above for every member of the batch, fused into the fp32
 // GEMM's stores (cpu_sgemm.hpp; needs its avx512 level): the same bits as gemm_nt followed by
 // lowrank_correction, with y written once. OpenMP inside when called outside a parallel region.
-void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
+// With finish (may be null): the layer's epilogue (cpu_sgemm::RowFinish) in the same stores.
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
+                      const cpu_sgemm::RowFinish* finish = nullptr);
 
 // out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T when
 // n <= m, and of (weight[k] A_k[:, c]) B_k[:, c]^T when n > m: one fused multiply-add per (k, c)
@@ -42,7 +45,8 @@ namespace eggroll::cpu_float_avx2 {
 // FMA; the fused forward in the AVX2 GEMM's stores; the update in 6 x 16 tiles).
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count, const float* base = nullptr);
-void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y);
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
+                      const cpu_sgemm::RowFinish* finish = nullptr);
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out);
 

@@ -232,8 +232,8 @@ struct Avx512 {
     }
   }
   static void gemm_lowrank(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                           const cpu_sgemm::LowRankEpilogue& e, float* y) {
-    cpu_sgemm::detail::gemm_nt_lowrank_avx512(rows, m, n, x, w, e, y);
+                           const cpu_sgemm::LowRankEpilogue& e, float* y, const cpu_sgemm::RowFinish* finish) {
+    cpu_sgemm::detail::gemm_nt_lowrank_avx512(rows, m, n, x, w, e, y, finish);
   }
 };
 
@@ -244,8 +244,9 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
   cpu_float_lowrank::lowrank_correction<Avx512>(batch, f, x, y, member_first, count, base);
 }
 
-void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y) {
-  cpu_float_lowrank::perturbed_matmul<Avx512>(batch, f, x, w, y);
+void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
+                      const cpu_sgemm::RowFinish* finish) {
+  cpu_float_lowrank::perturbed_matmul<Avx512>(batch, f, x, w, y, finish);
 }
 
 namespace {

@@ -103,20 +103,37 @@ float* thread_buffer(std::int64_t n_floats) {
 
 }  // namespace detail
 
-void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
+void finish_rows(std::int64_t rows, std::int64_t m, const RowFinish& finish, float* y) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* yi = y + i * m;
+    if (finish.bias != nullptr) {
+      const float* b = finish.bias_of_row(i);
+      for (std::int64_t a = 0; a < m; ++a) yi[a] += b[a];
+    }
+    if (finish.relu)
+      for (std::int64_t a = 0; a < m; ++a) yi[a] = yi[a] > 0.0f ? yi[a] : 0.0f;
+    if (finish.kernel != nullptr) finish.kernel(finish.activation, m, yi, yi);
+  }
+}
+
+void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+             const RowFinish* finish) {
   check(rows >= 0 && m >= 0 && n >= 0, "cpu sgemm: shape (rows ", rows, ", m ", m, ", n ", n,
         ") has a negative size, expected sizes >= 0");
   if (rows == 0 || m == 0) return;
   if (n == 0) {
     for (std::int64_t i = 0; i < rows * m; ++i) y[i] = 0.0f;
+    if (finish != nullptr) finish_rows(rows, m, *finish, y);
     return;
   }
   switch (choice().level()) {
 #if defined(__x86_64__)
-    case SimdChoice::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y);
-    case SimdChoice::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y);
+    case SimdChoice::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y, finish);
+    case SimdChoice::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y, finish);
 #endif
-    default: return gemm_nt_scalar(rows, m, n, x, w, y);
+    default:
+      gemm_nt_scalar(rows, m, n, x, w, y);
+      if (finish != nullptr) finish_rows(rows, m, *finish, y);
   }
 }
 

@@ -13,13 +13,38 @@
 #include <vector>
 
 #include "backend/cpu/line_queue.hpp"
+#include "eggroll/backend/backend.hpp"
 
 namespace eggroll::cpu_sgemm {
 
+// A linear layer's epilogue (Backend::linear's RowEpilogue) taken by the GEMM when an element's
+// chain (and the fused correction, if any) is complete: y = a(y + bias of the row's member), with
+// the same operations as the backend's add_rows and activation after the GEMM, so the same bits.
+// Bias and relu act on the accumulators before the store where the tile holds the finished values
+// (relu as max(y, 0), which gives 0 for NaN as the backend's relu does); otherwise on the tile's
+// rows just stored, in L1. The other activations run `kernel` (the backend's own elementwise
+// kernel for them) on each finished row segment of a tile, in place.
+struct RowFinish {
+  const float* bias = nullptr;  // null: no bias
+  std::int64_t bias_stride = 0;  // 0: one vector for every row, else member j's at bias + j bias_stride
+  std::int64_t rows_per_member = 1;
+  bool relu = false;
+  Activation activation = Activation::none;  // applied by kernel (null for none and relu)
+  void (*kernel)(Activation, std::int64_t, const float*, float*) = nullptr;
+  const float* bias_of_row(std::int64_t row) const {
+    return bias_stride == 0 ? bias : bias + row / rows_per_member * bias_stride;
+  }
+};
+
 // y (rows, m) = x (rows, n) W^T, W (m, n); all row-major and dense. OpenMP over row and column
 // blocks when called outside a parallel region (inside one with nesting off it runs on the
-// calling thread). n == 0 writes zeros. x and y must not overlap.
-void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
+// calling thread). n == 0 writes zeros. x and y must not overlap. With finish (may be null): the
+// epilogue above on every element.
+void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+             const RowFinish* finish = nullptr);
+// The epilogue above on rows [0, rows) of y (rows, m) after the fact, on the calling thread: for
+// the GEMM's scalar level and for edge cases that have no tiles.
+void finish_rows(std::int64_t rows, std::int64_t m, const RowFinish& finish, float* y);
 
 // The SIMD level gemm_nt uses: "avx512", "avx2" or "scalar".
 const char* level();
@@ -89,14 +114,16 @@ float* thread_buffer(std::int64_t n_floats);
 // waking a team costs more than it saves.
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 19;
 
-void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
+void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+                    const RowFinish* finish);
 // gemm_nt with the fused correction, AVX-512F level only (the caller checks the level).
 void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                            const LowRankEpilogue& e, float* y);
-void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y);
+                            const LowRankEpilogue& e, float* y, const RowFinish* finish);
+void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+                  const RowFinish* finish);
 // gemm_nt with the fused correction at the AVX2 level (the caller checks that the CPU has it).
 void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                          const LowRankEpilogue& e, float* y);
+                          const LowRankEpilogue& e, float* y, const RowFinish* finish);
 
 }  // namespace detail
 }  // namespace eggroll::cpu_sgemm

@@ -27,6 +27,8 @@ struct Ymm {
   static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg relu(Reg v) { return _mm256_max_ps(v, zero()); }  // 0 for NaN (the second operand)
   static Reg load_first(const float* p, int count) { return _mm256_maskload_ps(p, first_lanes(count)); }
   static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
     if (avx2::with_power_of_two_rank(rank, [&](auto r) {
@@ -50,13 +52,14 @@ struct Ymm {
 
 }  // namespace
 
-void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y);
+void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+                  const RowFinish* finish) {
+  Blocked<Ymm>::run(rows, m, n, x, w, y, nullptr, finish);
 }
 
 void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                          const LowRankEpilogue& e, float* y) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y, &e);
+                          const LowRankEpilogue& e, float* y, const RowFinish* finish) {
+  Blocked<Ymm>::run(rows, m, n, x, w, y, &e, finish);
 }
 
 }  // namespace eggroll::cpu_sgemm::detail

@@ -34,6 +34,8 @@ struct Zmm {
   static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  static Reg relu(Reg v) { return _mm512_max_ps(v, zero()); }  // 0 for NaN (the second operand)
   static Reg load_first(const float* p, int count) { return _mm512_maskz_loadu_ps(first_lanes(count), p); }
   static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
     if (avx512::with_power_of_two_rank(rank, [&](auto r) { acc = avx512::rank_fma<decltype(r)::value>(p, count, s, acc); }))
@@ -72,6 +74,8 @@ struct Xmm {
   static Reg broadcast(const float* p) { return _mm_broadcast_ss(p); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm_fmadd_ps(a, b, c); }
   static void store(float* p, Reg v) { _mm_storeu_ps(p, v); }
+  static Reg add(Reg a, Reg b) { return _mm_add_ps(a, b); }
+  static Reg relu(Reg v) { return _mm_max_ps(v, zero()); }  // 0 for NaN (the second operand)
   static Reg load_first(const float* p, int count) { return _mm_maskload_ps(p, first_lanes(count)); }
   static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
     const __m128i index = _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int>(rank)));
@@ -92,15 +96,16 @@ struct Xmm {
 
 }  // namespace
 
-void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y) {
-  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y);
-  Blocked<Zmm>::run(rows, m, n, x, w, y);
+void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
+                    const RowFinish* finish) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, nullptr, finish);
+  Blocked<Zmm>::run(rows, m, n, x, w, y, nullptr, finish);
 }
 
 void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                            const LowRankEpilogue& e, float* y) {
-  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, &e);
-  Blocked<Zmm>::run(rows, m, n, x, w, y, &e);
+                            const LowRankEpilogue& e, float* y, const RowFinish* finish) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, &e, finish);
+  Blocked<Zmm>::run(rows, m, n, x, w, y, &e, finish);
 }
 
 }  // namespace eggroll::cpu_sgemm::detail

@@ -15,6 +15,7 @@
 // was compiled for that instruction set) provides:
 //   Reg, kLanes, kNv, kMr; zero(), load(p), broadcast(p), fma(a, b, c) = a b + c rounded once,
 //   store(p, v), load_first(p, count) / store_first(p, v, count) for the first count lanes,
+//   add(a, b), relu(v) = max(v, 0) (0 for NaN) for the layer's epilogue (RowFinish),
 //   transpose(Reg block[kLanes]): block[j][c] := block[c][j]; and for the fused low-rank
 //   epilogue (cpu_sgemm.hpp) rank_fma(p, rank, count, s, acc): acc = fma(s[c], p[l rank + c], acc)
 //   in lane l < count for c = 0 .. rank-1 in order (lanes past count add 0); optionally (16 lanes)
@@ -60,7 +61,7 @@ struct Blocked {
   static constexpr std::int64_t kXbTilesMinN = 1024;
 
   using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
-                          const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*);
+                          const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*, const RowFinish*);
 
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
@@ -73,10 +74,12 @@ struct Blocked {
   // shuffles, row by row); otherwise after the store (add_lowrank).
   // XB (RANK 0; rank 1's full tiles of a block's first panel, xb non-null): after the store the
   // tile also sums its rows' x . B_j (XbPass), then adds the correction (add_lowrank).
+  // fin (only on the last k block): the layer's epilogue (RowFinish), on the accumulators before
+  // the store where they hold the finished values and no kernel is needed, else on the stored rows.
   template <int MR, int NV, int RANK = 0, bool XB = false>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
-                   std::int64_t col, [[maybe_unused]] const XbPass* xb) {
+                   std::int64_t col, [[maybe_unused]] const XbPass* xb, const RowFinish* fin) {
     Reg acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -143,6 +146,8 @@ struct Blocked {
         ep = nullptr;
       }
     }
+    const bool finish_in_registers = fin != nullptr && ep == nullptr && fin->kernel == nullptr;
+    if (finish_in_registers) finish_accumulators<MR, NV>(*fin, row, col, cols, acc);
     if (cols == NV * kLanes) {
 #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r)
@@ -156,6 +161,48 @@ struct Blocked {
     }
     if constexpr (XB) xb_sums<MR>(x, ldx, kc, *xb, row);
     if (ep != nullptr) add_lowrank<MR, NV>(*ep, row, col, cols, y, ldy);
+    if (fin != nullptr && !finish_in_registers) finish_stored<MR, NV>(*fin, row, col, cols, y, ldy);
+  }
+
+  // The layer's epilogue (RowFinish: bias, relu) on a tile's finished accumulators. Lanes past
+  // cols add zeros and are never stored.
+  template <int MR, int NV>
+  [[gnu::always_inline]] static inline void finish_accumulators(const RowFinish& fin, std::int64_t row,
+                                                                std::int64_t col, int cols, Reg (&acc)[MR][NV]) {
+    if (fin.bias != nullptr)
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        const float* b = fin.bias_of_row(row + r) + col;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::add(acc[r][v], V::load_first(b + v * kLanes, cols - v * kLanes));
+      }
+    if (fin.relu)
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::relu(acc[r][v]);
+  }
+
+  // The same on a tile's rows just stored (still in L1), where the correction was added after the
+  // store or the activation needs the backend's kernel: each row's values once more through the
+  // registers, then the kernel over the row's cols values.
+  template <int MR, int NV>
+  static void finish_stored(const RowFinish& fin, std::int64_t row, std::int64_t col, int cols, float* y,
+                            std::int64_t ldy) {
+    for (int r = 0; r < MR; ++r) {
+      float* yr = y + r * ldy;
+      if (fin.bias != nullptr || fin.relu) {
+        const float* b = fin.bias != nullptr ? fin.bias_of_row(row + r) + col : nullptr;
+        for (int v = 0; v < NV; ++v) {
+          const int count = cols - v * kLanes;
+          Reg t = V::load_first(yr + v * kLanes, count);
+          if (b != nullptr) t = V::add(t, V::load_first(b + v * kLanes, count));
+          if (fin.relu) t = V::relu(t);
+          V::store_first(yr + v * kLanes, t, count);
+        }
+      }
+      if (fin.kernel != nullptr) fin.kernel(fin.activation, cols, yr, yr);
+    }
   }
 
   // The XbPass of rows row .. row + MR - 1 over the call's kc values of k (x: at the call's first
@@ -316,8 +363,8 @@ struct Blocked {
   // Rows [r0, r1) x panels [p0, p1) of y from the packed panels (ep: the fused correction or null).
   // prepare_blocks: call ep->prepare for each row block first.
   static void compute(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
-                      std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep, float* y,
-                      bool prepare_blocks) {
+                      std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep,
+                      const RowFinish* fin, float* y, bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
     const TileFn full = full_tile(ep);
     // x . B in the first panel's full tiles (XbPass): blocks prepared here, long rows, k blocks
@@ -344,6 +391,7 @@ struct Blocked {
         const std::int64_t kc = min64(kc_step, n - k0);
         const bool first = k0 == 0;
         const LowRankEpilogue* epk = k0 + kc == n ? ep : nullptr;
+        const RowFinish* fink = k0 + kc == n ? fin : nullptr;
         const LowRankEpilogue* ahead = epk != nullptr && epk->fetch_a_ahead ? epk : nullptr;
         if (ahead != nullptr) prefetch_a(*ahead, i0, p0 * kNr);
         const XbPass pass{ep, n, k0, chains};
@@ -359,18 +407,18 @@ struct Blocked {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               queue.pump(fetch_per_tile);
-              full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb);
+              full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb, fink);
             }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr) {
               queue.pump(fetch_per_tile);
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr,
-                             nullptr);
+                             nullptr, fink);
             }
           for (; i < i1; i += kMr) {
             queue.pump(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
-                                                   epk, i, p * kNr, nullptr);
+                                                   epk, i, p * kNr, nullptr, fink);
           }
         }
       }
@@ -388,7 +436,8 @@ struct Blocked {
   // split further only where that is clearly less work on the busiest thread (fewer row tiles
   // than threads), not to save a tile.
   static void compute_share(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* packed,
-                            const LowRankEpilogue* ep, float* y, std::int64_t t, std::int64_t n_threads) {
+                            const LowRankEpilogue* ep, const RowFinish* fin, float* y, std::int64_t t,
+                            std::int64_t n_threads) {
     const std::int64_t n_tiles = (rows + kMr - 1) / kMr, n_panels = (m + kNr - 1) / kNr;
     std::int64_t tr = 1, best = -1;
     for (std::int64_t d = n_threads; d >= 1; --d) {
@@ -404,20 +453,21 @@ struct Blocked {
     }
     const auto [t0, t1] = split(n_tiles, tr, t / tc);
     const auto [p0, p1] = split(n_panels, tc, t % tc);
-    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, ep, y, tc == 1);
+    if (t0 < t1 && p0 < p1) compute(t0 * kMr, min64(t1 * kMr, rows), p0, p1, m, n, x, packed, ep, fin, y, tc == 1);
   }
 
   // gemm_nt (cpu_sgemm.hpp) for rows, m, n >= 1: pack W (threads split the panels), then each
-  // thread computes its share; with ep, the low-rank correction is fused into the stores.
+  // thread computes its share; with ep, the low-rank correction is fused into the stores, with
+  // fin, the layer's epilogue.
   static void run(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                  const LowRankEpilogue* ep = nullptr) {
+                  const LowRankEpilogue* ep, const RowFinish* fin) {
     const std::int64_t n_panels = (m + kNr - 1) / kNr;
     float* packed = thread_buffer(n_panels * n * kNr);
     cpu_parallel::team(rows * m * n >= kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
       const auto [p0, p1] = cpu_parallel::share(n_panels, t, nt);
       for (std::int64_t p = p0; p < p1; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
       cpu_parallel::barrier(nt);  // every panel packed before any tile
-      compute_share(rows, m, n, x, packed, ep, y, t, nt);
+      compute_share(rows, m, n, x, packed, ep, fin, y, t, nt);
     });
   }
 };
