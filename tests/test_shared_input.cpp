@@ -22,18 +22,21 @@ Tensor repeat_rows(const Tensor& x, std::int64_t times) {
   return out;
 }
 
+// With a norm the first layer's bias is its epilogue; without one its activation too (applied
+// member by member after the shared product, in the GEMM's stores for the repeated input).
 TEST(SharedInput, FirstLayerOnceEqualsTheRepeatedInputBitForBit) {
   MlpSpec spec;
   spec.input_dim = 37;
   spec.output_dim = 3;
   spec.hidden = {70, 6};
-  spec.norm = "layer";
   const std::int64_t population = 8, rows = 5;
   const Tensor x = random_tensor({rows, spec.input_dim}, 5);
+  for (const char* norm : {"layer", "none"})
   for (BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    spec.norm = norm;
     auto backend = make_backend(kind);
     for (const char* name : {"eggroll", "eggroll_sign", "eggroll_baseline", "open_es", "sparse", "noop"}) {
-      SCOPED_TRACE(backend->name() + " " + name);
+      SCOPED_TRACE(backend->name() + " " + name + " norm " + norm);
       Mlp model(spec, 3);
       EsConfig es = es_config(name, population, 2, 0.1);
       if (std::string(name) == "eggroll_baseline") es.group_size = 4;

@@ -106,7 +106,8 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
   ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), &factors, after, y);
 }
 
-void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
+                           const RowEpilogue& after) const {
   check(ctx.view != nullptr, "Noiser::matmul_shared needs a population view");
   const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member, members = ctx.members();
   if (members == 0) return;
@@ -126,17 +127,22 @@ void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, 
         block.backend.lowrank_correction_onto({1, rows}, {m, n, rank_, &blocks[j], &coef[j]}, x, base.data(), yj);
       else
         std::copy(base.begin(), base.end(), yj);
+      // the member's bias and activation while its rows are in cache
+      RowEpilogue own = after;
+      if (own.bias != nullptr) own.bias += j * own.bias_stride;
+      block.backend.apply_epilogue({1, rows}, m, own, yj);
     }
   });
 }
 
-void Noiser::matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+void Noiser::matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y,
+                             const RowEpilogue& after) const {
   const std::int64_t rows = ctx.rows_per_member, n = w.cols();
   std::vector<float> repeated(static_cast<std::size_t>(ctx.members() * rows * n));
   for (std::int64_t j = 0; j < ctx.members(); ++j) std::copy_n(x, rows * n, repeated.data() + j * rows * n);
   ForwardContext each = ctx;
   each.shared_input = false;
-  matmul(each, w, repeated.data(), y);
+  matmul(each, w, repeated.data(), y, after);
 }
 
 Tensor Noiser::vectors(PopulationView& view, const Param& v) const {

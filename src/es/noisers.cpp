@@ -72,8 +72,10 @@ class OpenEs final : public Noiser {
   using Noiser::Noiser;
   std::string name() const override { return "open_es"; }
   void prefetch(PopulationView&, const ParamStore&) const override {}  // full noise is drawn per member
-  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
-    matmul_repeated(ctx, w, x, y);
+  using Noiser::matmul_shared;
+  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
+                     const RowEpilogue& after) const override {
+    matmul_repeated(ctx, w, x, y, after);
   }
 
   using Noiser::matmul;
@@ -147,8 +149,10 @@ class Sparse final : public Noiser {
   using Noiser::Noiser;
   std::string name() const override { return "sparse"; }
   void prefetch(PopulationView&, const ParamStore&) const override {}  // entries are drawn per member
-  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const override {
-    matmul_repeated(ctx, w, x, y);
+  using Noiser::matmul_shared;
+  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
+                     const RowEpilogue& after) const override {
+    matmul_repeated(ctx, w, x, y, after);
   }
 
   using Noiser::matmul;

@@ -73,8 +73,7 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
   if (ctx.shared_input) {
     check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
     Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), m});
-    ctx.view->noiser().matmul_shared(ctx, w, x.data<float>(), y.data<float>());
-    ctx.backend.apply_epilogue(ctx.batch(), m, e, y.data<float>());
+    ctx.view->noiser().matmul_shared(ctx, w, x.data<float>(), y.data<float>(), e);
     return y;
   }
   Tensor y = Tensor::uninitialized(DType::f32, {x.dim(0), m});

@@ -222,7 +222,11 @@ class Noiser {
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y) const { matmul(ctx, w, x, y, {}); }
   // The same for x (rows_per_member, n) shared by every member (ctx.shared_input): y (members x
   // rows_per_member, m), bit-identical to matmul on x repeated once per member.
-  virtual void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
+  virtual void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
+                             const RowEpilogue& after) const;
+  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y) const {
+    matmul_shared(ctx, w, x, y, {});
+  }
   // (n_members, numel) perturbed copies v_i of a vector parameter.
   virtual Tensor vectors(PopulationView& view, const Param& v) const;
   // Embedding rows: y (rows, d) = W_i[tokens[row]] for the member of each row.
@@ -272,7 +276,7 @@ class Noiser {
                                           bool* all_present = nullptr) const;
   std::vector<const std::int8_t*> qmember_blocks(const ForwardContext& ctx, const Param& p) const;
   // matmul_shared for noisers without a low-rank forward: x repeated per member, then matmul.
-  void matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y) const;
+  void matmul_repeated(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const;
   // coef_j = s_j sigma / sqrt(r) per member of the context, 0 for unperturbed members.
   std::vector<float> member_coefs(const ForwardContext& ctx) const;
   // Weight of each pair of the view in the update: sum over its members of f_i s_i.
