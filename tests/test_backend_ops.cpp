@@ -17,8 +17,8 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/cpu/cpu_sgemm.hpp"
 #include "eggroll/backend/backend.hpp"
+#include "support/lowrank_factors.hpp"
 #include "support/test_support.hpp"
 
 namespace eggroll {
@@ -74,36 +74,7 @@ struct OpCase {
   std::function<std::vector<double>()> oracle;
 };
 
-// Low-rank factors for n_members members of an (m, n) matrix: member j uses block j, except
-// that member zero_member (if >= 0) has coef 0 and (when null_block) no block at all.
-struct Factors {
-  std::int64_t m, n, r;
-  std::vector<std::vector<float>> storage;
-  std::vector<const float*> blocks;
-  std::vector<float> coef;
-  Factors(std::int64_t n_members, std::int64_t m, std::int64_t n, std::int64_t r, std::uint64_t seed,
-          std::int64_t zero_member, bool null_block)
-      : m(m), n(n), r(r) {
-    for (std::int64_t j = 0; j < n_members; ++j) {
-      storage.push_back(values(r * (n + m), seed + 100 + static_cast<std::uint64_t>(j)));
-      blocks.push_back(storage.back().data());
-      coef.push_back((j % 2 ? -1.0f : 1.0f) * (0.1f + 0.05f * static_cast<float>(j)));
-    }
-    if (zero_member >= 0) {
-      coef[zero_member] = 0.0f;
-      if (null_block) blocks[zero_member] = nullptr;
-    }
-  }
-  LowRankFactors view() const { return {m, n, r, blocks.data(), coef.data()}; }
-  // (A B^T)[a, b] of member j in double.
-  double ab(std::int64_t j, std::int64_t a, std::int64_t b) const {
-    const float* B = storage[j].data();
-    const float* A = B + n * r;
-    double s = 0.0;
-    for (std::int64_t c = 0; c < r; ++c) s += static_cast<double>(A[a * r + c]) * B[b * r + c];
-    return s;
-  }
-};
+using testing::Factors;
 
 // ---- the op cases ----
 
@@ -532,115 +503,6 @@ TEST(BackendOps, RowResultsDoNotDependOnTheBatch) {
       const LowRankFactors lf{m, n, r, f.blocks.data() + j, f.coef.data() + j};
       be->perturbed_matmul({1, 1}, lf, x.data() + j * n, w.data(), p_one.data());
       ASSERT_EQ(0, std::memcmp(p_one.data(), p_all.data() + j * m, m * sizeof(float))) << "member " << j;
-    }
-  }
-}
-
-// A backend may fuse perturbed_matmul (the cpu backend does at its avx512 level); the header
-// promises the bits of gemm_nt followed by lowrank_correction, at every level.
-TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
-  struct S { std::int64_t members, rpm, m, n, r; };
-  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
-  for (const std::string& level : simd_levels(*make_backend(kind)))
-  // Tiles of one member, of two, of many, and with the unperturbed member 2; ranks in and out of
-  // the unrolled set; one row tile shared by threads (12 rows, 3 threads) and rows split; a
-  // member whose rows straddle two blocks of rows (20 rows per member: rows 80-99 across the
-  // first block's end at 96) and two threads' shares. {8, 20}, {21, 5} and {11, 10} split a
-  // member's rows at 96 so that a row summed alone in the fused call is summed with others in the
-  // separate one (the x . B products of several rows at once must give each row's bits).
-  // {100, 1}, {40, 1} and {250, 1} take one row per member over several blocks of rows, whose
-  // size follows the factor blocks' (whole tiles, the next block's factors queued; 12-row blocks
-  // whose factors do not fit; 108 rows). Rank 1 with several rows per member sums x . B four
-  // rows at a time: {6, 16} (a masked tail of k) and {21, 5, .., 1} (four rows and one, and a
-  // member across the block's end). Rank 1 with n >= 1024 and 64 or more outputs sums x . B in
-  // the first panel's tiles: {5, 16, .., 1278, 1} over five k blocks of 256, the last ending in 62
-  // past n's multiples of 64; {40, 1, ..} one row per member; {7, 5, ..} blocks whose last rows
-  // are not a whole tile (prepare sums theirs); {3, 4, 100, 1024, 1} a narrow last panel.
-  for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
-              S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
-              S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
-              S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}, S{6, 16, 64, 200, 1},
-              S{21, 5, 64, 70, 1}, S{5, 16, 64, 1278, 1}, S{40, 1, 64, 1278, 1},
-              S{7, 5, 64, 1278, 1}, S{3, 4, 100, 1024, 1}})
-  for (int threads : {1, 3}) {
-    auto be = make_backend(kind);
-    be->set_simd(level);
-    be->set_threads(threads);
-    SCOPED_TRACE(be->name() + " " + level + " m=" + std::to_string(s.m) + " r=" + std::to_string(s.r) +
-                 " threads=" + std::to_string(threads));
-    const std::int64_t rows = s.members * s.rpm;
-    const auto x = values(rows * s.n, 81), w = values(s.m * s.n, 82);
-    Factors f(s.members, s.m, s.n, s.r, 83, 2, true);
-    for (bool pairs : {false, true}) {
-      // pairs: members 2p and 2p + 1 share one factor block with opposite signs, as antithetic
-      // pairs do (the pair of member 2 is unperturbed).
-      if (pairs)
-        for (std::int64_t j = 1; j < s.members; j += 2) {
-          f.blocks[j] = f.blocks[j - 1];
-          f.coef[j] = -f.coef[j - 1];
-        }
-      std::vector<float> apart(static_cast<std::size_t>(rows * s.m), kNan);
-      be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
-      be->lowrank_correction({s.members, s.rpm}, f.view(), x.data(), apart.data());
-      // the cpu backend's blocks of rows at one row per member, either size whatever this L2
-      for (cpu_sgemm::FusedBlockRows rule : {cpu_sgemm::FusedBlockRows::fetch_budget, cpu_sgemm::FusedBlockRows::whole}) {
-        cpu_sgemm::set_fused_block_rows(rule);
-        std::vector<float> fused(apart.size(), kNan);
-        be->perturbed_matmul({s.members, s.rpm}, f.view(), x.data(), w.data(), fused.data());
-        cpu_sgemm::set_fused_block_rows(cpu_sgemm::FusedBlockRows::automatic);
-        ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)))
-            << "pairs " << pairs << (rule == cpu_sgemm::FusedBlockRows::whole ? ", whole blocks" : ", limited blocks");
-      }
-    }
-  }
-}
-
-// Backend::linear promises the bits of its ops in sequence (gemm_nt or perturbed_matmul, add_rows,
-// activation); the cpu backend applies the bias and the activation in the GEMM's stores at its
-// vector levels: on the accumulators (bias, relu) or on each tile's stored rows (the correction
-// added after the store: ranks outside 1, 2, 4, 8, 16, edge tiles, unperturbed members; tanh,
-// gelu and silu by the backend's own kernel). Shapes: one row per member with pairs sharing
-// factors; x . B in the first panel's tiles over k blocks (n 1278, rank 1); A columns by shuffles
-// (rank 4) with a narrow last panel (m 96); the 4-lane tiles (m 3); rank 3; A^T by rank (rank 4,
-// 16 rows per member). Row 1 of x holds a NaN (relu gives 0 for it, as the separate relu does).
-TEST(BackendOps, LinearEqualsItsOpsInSequence) {
-  struct S { std::int64_t members, rpm, m, n, r; };
-  for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
-  for (const std::string& level : simd_levels(*make_backend(kind)))
-  for (S s : {S{37, 1, 512, 64, 1}, S{5, 16, 64, 1278, 1}, S{26, 1, 96, 40, 4}, S{7, 2, 3, 17, 4}, S{5, 3, 33, 65, 3},
-              S{9, 16, 64, 512, 4}})
-  for (int threads : {1, 3}) {
-    auto be = make_backend(kind);
-    be->set_simd(level);
-    be->set_threads(threads);
-    SCOPED_TRACE(be->name() + " " + level + " members=" + std::to_string(s.members) + " m=" + std::to_string(s.m) +
-                 " n=" + std::to_string(s.n) + " r=" + std::to_string(s.r) + " threads=" + std::to_string(threads));
-    const std::int64_t rows = s.members * s.rpm;
-    auto x = values(rows * s.n, 91);
-    x[s.n + 3] = kNan;
-    const auto w = values(s.m * s.n, 92), bias = values(s.members * s.m, 93);
-    Factors f(s.members, s.m, s.n, s.r, 94, 2, true);
-    for (std::int64_t j = 1; j < s.members; j += 4) {  // some antithetic pairs sharing a block
-      f.blocks[j] = f.blocks[j - 1];
-      f.coef[j] = -f.coef[j - 1];
-    }
-    const LowRankFactors lf = f.view();
-    for (bool perturbed : {false, true})
-    for (std::int64_t stride : {std::int64_t{-1}, std::int64_t{0}, s.m})  // no bias, one for all, per member
-    for (Activation a : {Activation::none, Activation::relu, Activation::tanh, Activation::gelu, Activation::silu}) {
-      SCOPED_TRACE(std::string(perturbed ? "perturbed" : "plain") + " bias stride " + std::to_string(stride) + " " +
-                   activation_name(a));
-      const MemberRows batch{s.members, s.rpm};
-      std::vector<float> apart(static_cast<std::size_t>(rows * s.m), kNan), fused(apart.size(), kNan);
-      if (perturbed)
-        be->perturbed_matmul(batch, lf, x.data(), w.data(), apart.data());
-      else
-        be->gemm_nt(rows, s.m, s.n, x.data(), w.data(), apart.data());
-      if (stride >= 0) be->add_rows(batch, s.m, bias.data(), stride, apart.data());
-      if (a != Activation::none) be->activation(a, rows * s.m, apart.data(), apart.data());
-      const RowEpilogue e{stride >= 0 ? bias.data() : nullptr, std::max<std::int64_t>(stride, 0), a};
-      be->linear(batch, s.m, s.n, x.data(), w.data(), perturbed ? &lf : nullptr, e, fused.data());
-      ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
     }
   }
 }

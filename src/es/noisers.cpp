@@ -67,16 +67,23 @@ class EggrollBaseline final : public Noiser {
 };
 
 // Full-rank Gaussian noise on every parameter: W_i = W + s_i sigma E_i (one GEMM per member).
-class OpenEs final : public Noiser {
+// Noisers whose noise is drawn per member (no factors shared by the population to generate ahead,
+// no low-rank forward): a shared input is repeated per member.
+class PerMemberNoiser : public Noiser {
  public:
   using Noiser::Noiser;
-  std::string name() const override { return "open_es"; }
-  void prefetch(PopulationView&, const ParamStore&) const override {}  // full noise is drawn per member
+  void prefetch(PopulationView&, const ParamStore&) const override {}
   using Noiser::matmul_shared;
   void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
                      const RowEpilogue& after) const override {
     matmul_repeated(ctx, w, x, y, after);
   }
+};
+
+class OpenEs final : public PerMemberNoiser {
+ public:
+  using PerMemberNoiser::PerMemberNoiser;
+  std::string name() const override { return "open_es"; }  // full noise per member
 
   using Noiser::matmul;
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const override {
@@ -144,16 +151,10 @@ class OpenEs final : public Noiser {
 
 // k = max(m, n) random entries per member: W_i = W + s_i sigma sum_e v_e 1[p_e], with positions
 // p_e = bits_e mod (m n) (tag sparse_index) and values v_e standard normal (tag factors).
-class Sparse final : public Noiser {
+class Sparse final : public PerMemberNoiser {
  public:
-  using Noiser::Noiser;
-  std::string name() const override { return "sparse"; }
-  void prefetch(PopulationView&, const ParamStore&) const override {}  // entries are drawn per member
-  using Noiser::matmul_shared;
-  void matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,
-                     const RowEpilogue& after) const override {
-    matmul_repeated(ctx, w, x, y, after);
-  }
+  using PerMemberNoiser::PerMemberNoiser;
+  std::string name() const override { return "sparse"; }  // entries drawn per member
 
   using Noiser::matmul;
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const override {

@@ -1,6 +1,9 @@
 // Layers: the glue between parameters, the noiser and the backend ops.
 #include "eggroll/model/layers.hpp"
 
+#include <tuple>
+#include <utility>
+
 namespace eggroll {
 namespace {
 
@@ -18,18 +21,21 @@ bool perturbed_here(const ForwardContext& ctx, const Param& p) {
   return ctx.view && ctx.view->noiser().active() && p.perturbed();
 }
 
+// A vector parameter's values for the context's rows (d of them each): one vector for every row
+// (stride 0), or each member's perturbed copy (stride d, from the context's first member).
+std::pair<const float*, std::int64_t> vector_values(ForwardContext& ctx, const Param& v, std::int64_t d) {
+  check(v.value.numel() == d, "parameter '", v.name, "' has ", v.value.numel(), " values, expected ", d);
+  if (!perturbed_here(ctx, v)) return {v.value.data<float>(), 0};
+  PopulationView& view = *ctx.view;
+  const Tensor& per_member = view.member_vectors(v, [&] { return view.noiser().vectors(view, v); });
+  return {per_member.data<float>() + ctx.member_begin * d, d};
+}
+
 // Applies a vector parameter to every row with op (add or mul), per member when perturbed.
 template <typename Op>
 void apply_vector(ForwardContext& ctx, const Param& v, Tensor& y, Op op) {
-  const std::int64_t d = y.dim(1);
-  check(v.value.numel() == d, "parameter '", v.name, "' has ", v.value.numel(), " values, expected ", d);
-  if (!perturbed_here(ctx, v)) {
-    op(MemberRows{1, y.dim(0)}, v.value.data<float>(), 0);
-    return;
-  }
-  PopulationView& view = *ctx.view;
-  const Tensor& per_member = view.member_vectors(v, [&] { return view.noiser().vectors(view, v); });
-  op(ctx.batch(), per_member.data<float>() + ctx.member_begin * d, d);
+  const auto [values, stride] = vector_values(ctx, v, y.dim(1));
+  op(stride == 0 ? MemberRows{1, y.dim(0)} : ctx.batch(), values, stride);
 }
 
 void add_vector(ForwardContext& ctx, const Param& v, Tensor& y) {
@@ -59,17 +65,7 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
   // The bias and the activation, for the backend to apply as each row's values are finished.
   RowEpilogue e;
   e.activation = after;
-  if (b) {
-    check(b->value.numel() == m, "parameter '", b->name, "' has ", b->value.numel(), " values, expected ", m);
-    if (perturbed_here(ctx, *b)) {
-      PopulationView& view = *ctx.view;
-      const Tensor& per_member = view.member_vectors(*b, [&] { return view.noiser().vectors(view, *b); });
-      e.bias = per_member.data<float>() + ctx.member_begin * m;
-      e.bias_stride = m;
-    } else {
-      e.bias = b->value.data<float>();
-    }
-  }
+  if (b) std::tie(e.bias, e.bias_stride) = vector_values(ctx, *b, m);
   if (ctx.shared_input) {
     check(ctx.view != nullptr, "linear '", w.name, "': a shared input needs a population view");
     Tensor y = Tensor::uninitialized(DType::f32, {ctx.batch().rows(), m});
