@@ -5,7 +5,8 @@
     scripts/bench_tables.py --median forward.json forward_2.json forward_3.json
 
 One table per suite: the case, plain inference and EGGROLL rows/s, their ratio, and the plain
-inference's multiply-add rate as G/s and as a fraction of the peak the run measured.
+inference's multiply-add rate as G/s and as a fraction of the peak the run measured (at its start,
+and, where the records have it, the peak timed alongside the case).
 
 With --median, the files are runs of the same suite (separate processes of one command) and
 each case's row is the run whose ratio is the median of the runs' ratios (the lower middle one
@@ -27,13 +28,18 @@ def case_key(r):
 
 def table(records):
     suite = records[0]["suite"]
+    # the peak timed alongside each case, where the records have it (older records do not)
+    alongside = any("peak_alongside_fraction" in r for r in records)
     rows = [f"| model | dtype | N | r | R | noise | inference rows/s | {'EGGROLL' if suite == 'forward' else suite} rows/s "
-            f"| ratio | inference G MAC/s | of peak |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"| ratio | inference G MAC/s | of peak |" + (" of peak alongside |" if alongside else ""),
+            "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if alongside else "")]
     for r in records:
-        rows.append(f"| {r['model']} | {r['dtype']} | {r['population']} | {r['rank']} | {r['rows_per_member']} "
-                    f"| {r['noise']} | {rate(r['inference_rows_per_s'])} | {rate(r['eggroll_rows_per_s'])} "
-                    f"| {r['ratio']:.3f} | {r['gmacs']:.1f} | {100 * r['peak_fraction']:.0f}% |")
+        row = (f"| {r['model']} | {r['dtype']} | {r['population']} | {r['rank']} | {r['rows_per_member']} "
+               f"| {r['noise']} | {rate(r['inference_rows_per_s'])} | {rate(r['eggroll_rows_per_s'])} "
+               f"| {r['ratio']:.3f} | {r['gmacs']:.1f} | {100 * r['peak_fraction']:.0f}% |")
+        if alongside:
+            row += f" {100 * r['peak_alongside_fraction']:.0f}% |" if "peak_alongside_fraction" in r else " - |"
+        rows.append(row)
     return "\n".join(rows)
 
 

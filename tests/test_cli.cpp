@@ -120,8 +120,11 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
   for (const auto& rec : records) {
     SCOPED_TRACE(rec.dump());
     EXPECT_EQ(rec["suite"], "forward");
-    for (const char* key : {"inference_rows_per_s", "eggroll_rows_per_s", "ratio", "gmacs", "peak_fraction"})
+    for (const char* key : {"inference_rows_per_s", "eggroll_rows_per_s", "ratio", "gmacs", "peak_fraction",
+                            "peak_alongside_gmacs", "peak_alongside_fraction"})
       EXPECT_GT(rec[key].get<double>(), 0.0) << key;
+    EXPECT_DOUBLE_EQ(rec["peak_alongside_fraction"].get<double>(),
+                     rec["gmacs"].get<double>() / rec["peak_alongside_gmacs"].get<double>());
     if (rec["noise"] == "table") {
       // small = 4-256-2: a pair's 2 (4 + 256 + 256 + 2) values, shared by its two members' rows
       const double value_bytes = rec["dtype"] == "int8" ? 1.0 : 4.0;
@@ -132,6 +135,30 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
       EXPECT_LE(rec["read_bound"].get<double>(), 1.0);
     } else {
       EXPECT_FALSE(rec.contains("read_bound"));
+    }
+  }
+}
+
+// The update and epoch suites' records, each with the peak timed alongside its case (small sizes:
+// seconds; the figures themselves are benchmarks).
+TEST(Cli, BenchUpdateAndEpochWriteRecordsWithThePeakAlongside) {
+  TempDir dir;
+  for (const std::string suite : {"update", "epoch"}) {
+    SCOPED_TRACE(suite);
+    const std::string json = (dir.path() / (suite + ".json")).string();
+    auto r = run_cli("bench --suite " + suite + " --dtypes f32 int8 --models small --populations 64 --ranks 2 "
+                     "--rows 1 --reps 1 --json " + json);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("peak~"), std::string::npos) << r.output;
+    const auto records = nlohmann::json::parse(slurp(json));
+    ASSERT_EQ(records.size(), 2u);
+    for (const auto& rec : records) {
+      SCOPED_TRACE(rec.dump());
+      EXPECT_EQ(rec["suite"], suite);
+      for (const char* key : {"inference_rows_per_s", "eggroll_rows_per_s", "ratio", "gmacs", "peak_fraction",
+                              "peak_alongside_gmacs", "peak_alongside_fraction"})
+        EXPECT_GT(rec[key].get<double>(), 0.0) << key;
+      EXPECT_GT(rec[suite == "update" ? "update_s" : "epoch_s"].get<double>(), 0.0);
     }
   }
 }

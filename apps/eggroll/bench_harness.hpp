@@ -33,7 +33,8 @@ inline double median(std::vector<double> v) {
 }
 
 // Warms every function up (rounds of one call each, at least two, until each has run for
-// kWarmupSeconds: a process's first case otherwise ran before the machine had settled), then
+// kWarmupSeconds; one that has sits out the later rounds: a process's first case
+// otherwise ran before the machine had settled), then
 // runs `reps` rounds of all of them in turn (interleaved, so that a slow moment of a shared
 // machine hits all of them alike); returns each one's median time per call. A round times each
 // function over as many calls in a row as make at least min_sample_s (counted from its last
@@ -85,6 +86,13 @@ nlohmann::json machine_json();
 // Peak multiply-adds per second (G) of this machine for a dtype ("f32" or "int8") at the best
 // level, measured once per process by the register-only loops of the peak suite.
 double peak_gmacs(const std::string& dtype);
+// One run of the dtype's peak loop (the level whose rate peak_gmacs took) on every thread at once,
+// about kPeakLoopSeconds long; returns the multiply-adds it did (0 where no loop runs). The forward,
+// update and epoch suites interleave it with their cases' timings (interleaved_medians), which puts
+// a peak measured in the same minutes beside each case: this host's speed moved by up to 2x between
+// the minutes of one process, which a peak measured at its start does not see.
+inline constexpr double kPeakLoopSeconds = 0.005;
+std::int64_t run_peak_loop(const std::string& dtype);
 // The peak suite's records: each level's fp32 FMA and int8 dot-product rate on all threads, and
 // the memory read bandwidth.
 nlohmann::json measure_peaks(bool print);

@@ -1,7 +1,9 @@
 // eggroll bench: the benchmark protocol of DESIGN.md. Every record sets EGGROLL against plain
 // batched inference of the same model on the same rows, measured in the same process, interleaved,
 // median of the repetitions, and states its multiply-add rate as a fraction of this machine's
-// peak (--suite peak).
+// peak (--suite peak): the peak measured once per process (peak_fraction) and, in the forward,
+// update and epoch suites, the peak loop timed in turn with the case's own timings
+// (peak_alongside_fraction, the table's "peak~").
 //
 //   peak     register-only fp32 FMA and int8 dot-product loops per SIMD level
 //   forward  plain inference vs the EGGROLL perturbed forward (and open_es) per (model, dtype,
@@ -14,6 +16,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -172,34 +175,56 @@ nlohmann::json base_record(const char* suite, const Case& c) {
   return rec;
 }
 
-// G multiply-adds per second of plain inference at rows_per_s, and its fraction of the peak.
-void add_rate(nlohmann::json& rec, const Case& c, double rows_per_s) {
+const char* peak_dtype(const Case& c) { return c.dtype == "int8" ? "int8" : "f32"; }
+
+// The case's peak loop (run_peak_loop) as one of the functions interleaved_medians times; the
+// multiply-adds of its last run in *macs.
+std::function<void()> peak_sample(const Case& c, std::int64_t* macs) {
+  return [dtype = std::string(peak_dtype(c)), macs] { *macs = run_peak_loop(dtype); };
+}
+
+// G multiply-adds per second of plain inference at rows_per_s, and its fraction of the peak: the
+// process's (the peak suite's loops, measured once) and the one measured alongside the case's
+// timings, interleaved with them (alongside_gmacs; 0: none).
+void add_rate(nlohmann::json& rec, const Case& c, double rows_per_s, double alongside_gmacs) {
   const double g = rows_per_s * static_cast<double>(c.model->macs_per_row()) / 1e9;
-  const double peak = peak_gmacs(c.dtype == "int8" ? "int8" : "f32");
+  const double peak = peak_gmacs(peak_dtype(c));
   rec["gmacs"] = g;
   rec["peak_gmacs"] = peak;
   rec["peak_fraction"] = peak > 0 ? g / peak : 0.0;
+  if (alongside_gmacs > 0) {
+    rec["peak_alongside_gmacs"] = alongside_gmacs;
+    rec["peak_alongside_fraction"] = g / alongside_gmacs;
+  }
+}
+
+// 100 x the record's fraction of the peak measured alongside, for the tables (0 where none).
+double alongside_percent(const nlohmann::json& rec) {
+  return 100.0 * rec.value("peak_alongside_fraction", 0.0);
 }
 
 nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
-  std::printf("%-40s %12s %12s %7s %9s %7s %10s %7s\n", "case", "infer rows/s", "egg rows/s", "ratio", "G MAC/s",
-              "peak", "open_es", "bound");
+  std::printf("%-40s %12s %12s %7s %9s %7s %7s %10s %7s\n", "case", "infer rows/s", "egg rows/s", "ratio", "G MAC/s",
+              "peak", "peak~", "open_es", "bound");
   for (const Case& c : cases_of(sweep)) {
     auto model = make_bench_model(c);
     const std::string noiser_name = c.dtype == "int8" ? "q_eggroll" : "eggroll";
     auto noiser = make_noiser(es_config(c, noiser_name), 3);
     ForwardRunner run(*model, *backend, c);
     std::int64_t epoch = 0;
-    const std::vector<double> t = interleaved_medians(
-        {[&] { run.inference(c.population); }, [&] { run.perturbed(*noiser, c.population, epoch++); }}, reps);
+    std::int64_t peak_macs = 0;
+    const std::vector<double> t = interleaved_medians({[&] { run.inference(c.population); },
+                                                       [&] { run.perturbed(*noiser, c.population, epoch++); },
+                                                       peak_sample(c, &peak_macs)},
+                                                      reps);
     const double rows = static_cast<double>(c.population * c.rows_per_member);
     nlohmann::json rec = base_record("forward", c);
     rec["inference_rows_per_s"] = rows / t[0];
     rec["eggroll_rows_per_s"] = rows / t[1];
     rec["ratio"] = t[0] / t[1];
-    add_rate(rec, c, rows / t[0]);
+    add_rate(rec, c, rows / t[0], static_cast<double>(peak_macs) / t[2] / 1e9);
     // Table noise: the best ratio if the factors were only read, once, at the rate all threads
     // read a buffer of the table's size (memory for the default table; a cache level for a table
     // that fits one). A pair's r (m + n) values per matrix are shared by its two members' R rows.
@@ -239,9 +264,9 @@ nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
       std::snprintf(buf, sizeof buf, "%.4f", oes_rows_per_s / (rows / t[0]));
       oes = buf;
     }
-    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10s %7s\n", case_label(c).c_str(), rows / t[0], rows / t[1],
-                t[0] / t[1], rec["gmacs"].get<double>(), 100.0 * rec["peak_fraction"].get<double>(), oes.c_str(),
-                bound.c_str());
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %6.1f%% %10s %7s\n", case_label(c).c_str(), rows / t[0],
+                rows / t[1], t[0] / t[1], rec["gmacs"].get<double>(), 100.0 * rec["peak_fraction"].get<double>(),
+                alongside_percent(rec), oes.c_str(), bound.c_str());
     std::fflush(stdout);
     records.push_back(rec);
   }
@@ -299,8 +324,9 @@ std::vector<double> forward_scores(Model& model, Backend& backend, PopulationVie
 nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
-  std::printf("%-40s %12s %12s %7s %9s %7s %10s\n", "case", "infer rows/s", update_only ? "upd rows/s" : "epoch rows/s",
-              "ratio", "G MAC/s", "peak", update_only ? "update s" : "epoch s");
+  std::printf("%-40s %12s %12s %7s %9s %7s %7s %10s\n", "case", "infer rows/s",
+              update_only ? "upd rows/s" : "epoch rows/s", "ratio", "G MAC/s", "peak", "peak~",
+              update_only ? "update s" : "epoch s");
   for (const Case& c : cases_of(sweep)) {
     auto model = make_bench_model(c);
     auto strategy = bench_strategy(*model, c, *backend);
@@ -315,6 +341,7 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
     std::vector<double> scores(static_cast<std::size_t>(c.population));
     for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = std::sin(static_cast<double>(i) * 0.7);
     std::vector<double> update_s;  // the tell alone, timed inside (the ask before it is not part of it)
+    std::int64_t peak_macs = 0;
     const std::vector<double> t = interleaved_medians(
         {[&] { run.inference(c.population); },
          [&] {
@@ -325,7 +352,8 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
            } else {
              strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
            }
-         }},
+         },
+         peak_sample(c, &peak_macs)},
         reps);
     double second = t[1];
     if (update_only) {
@@ -344,10 +372,10 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
       const double macs = static_cast<double>(c.population / 2 * c.rank) * static_cast<double>(c.model->macs_per_row());
       rec["update_gmacs"] = macs / second / 1e9;
     }
-    add_rate(rec, c, rows / t[0]);
-    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %10.4f\n", case_label(c).c_str(), rows / t[0],
+    add_rate(rec, c, rows / t[0], static_cast<double>(peak_macs) / t[2] / 1e9);
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %6.1f%% %10.4f\n", case_label(c).c_str(), rows / t[0],
                 rec["eggroll_rows_per_s"].get<double>(), rec["ratio"].get<double>(), rec["gmacs"].get<double>(),
-                100.0 * rec["peak_fraction"].get<double>(), second);
+                100.0 * rec["peak_fraction"].get<double>(), alongside_percent(rec), second);
     std::fflush(stdout);
     records.push_back(rec);
   }
