@@ -29,6 +29,7 @@ struct Case {
   std::unique_ptr<Mlp> model;
   std::unique_ptr<Tensor> x;  // one call's rows, read by every call
   std::unique_ptr<Noiser> noiser;
+  WeightPacks packs;  // plain inference's packed weights, made once (as `eggroll bench` keeps them)
   std::int64_t members = 0, rows_per_member = 1, chunk = 0, epoch = 0;
 };
 
@@ -87,6 +88,7 @@ extern "C" {
     const std::int64_t count = std::min(c.chunk, c.members - first);
     ForwardContext ctx =
         view == nullptr ? ForwardContext{*c.backend} : ForwardContext{*c.backend, view.get(), c.rows_per_member, first, count};
+    if (view == nullptr) ctx.packs = &c.packs;
     if (count == c.chunk) {
       c.model->forward(ctx, *c.x);
     } else {

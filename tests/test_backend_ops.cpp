@@ -334,7 +334,9 @@ void add_linear_cases(std::vector<OpCase>& cases) {
                        OutBuffer y(rows * s.m, kNan);
                        const LowRankFactors lf = f ? f->view() : LowRankFactors{};
                        const RowEpilogue e{s.bias == no_bias ? nullptr : bias.data(), stride, s.a};
-                       be.linear({s.members, s.rpm}, s.m, s.n, x.data(), w.data(), f ? &lf : nullptr, e, y.ptr());
+                       const auto packed = be.pack(s.m, s.n, w.data());  // null where the backend has none
+                       be.linear({s.members, s.rpm}, s.m, s.n, x.data(), w.data(), f ? &lf : nullptr, e, y.ptr(),
+                                 packed.get());
                        return y.result(s.m);
                      },
                      [=] {

@@ -3,6 +3,7 @@
 // activation in the GEMM's stores) against its ops in sequence. The cross-backend harness with
 // its math in double is test_backend_ops.cpp.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -114,11 +115,17 @@ TEST(BackendOps, LinearEqualsItsOpsInSequence) {
       f.coef[j] = -f.coef[j - 1];
     }
     const LowRankFactors lf = f.view();
-    for (bool perturbed : {false, true})
+    for (bool use_pack : {false, true})
+    for (bool perturbed : {false, true}) {
+    // W's pack: the first call below fills it (threads sharing the panels), the others read it
+    const auto packed = use_pack ? be->pack(s.m, s.n, w.data()) : nullptr;
+    if (use_pack && kind == BackendKind::cpu && level != "scalar") {
+      ASSERT_NE(packed, nullptr);
+    }
     for (std::int64_t stride : {std::int64_t{-1}, std::int64_t{0}, s.m})  // no bias, one for all, per member
     for (Activation a : {Activation::none, Activation::relu, Activation::tanh, Activation::gelu, Activation::silu}) {
-      SCOPED_TRACE(std::string(perturbed ? "perturbed" : "plain") + " bias stride " + std::to_string(stride) + " " +
-                   activation_name(a));
+      SCOPED_TRACE(std::string(perturbed ? "perturbed" : "plain") + (use_pack ? ", packed" : "") + " bias stride " +
+                   std::to_string(stride) + " " + activation_name(a));
       const MemberRows batch{s.members, s.rpm};
       std::vector<float> apart(static_cast<std::size_t>(rows * s.m), kNan), fused(apart.size(), kNan);
       if (perturbed)
@@ -128,10 +135,85 @@ TEST(BackendOps, LinearEqualsItsOpsInSequence) {
       if (stride >= 0) be->add_rows(batch, s.m, bias.data(), stride, apart.data());
       if (a != Activation::none) be->activation(a, rows * s.m, apart.data(), apart.data());
       const RowEpilogue e{stride >= 0 ? bias.data() : nullptr, std::max<std::int64_t>(stride, 0), a};
-      be->linear(batch, s.m, s.n, x.data(), w.data(), perturbed ? &lf : nullptr, e, fused.data());
+      be->linear(batch, s.m, s.n, x.data(), w.data(), perturbed ? &lf : nullptr, e, fused.data(), packed.get());
       ASSERT_EQ(0, std::memcmp(fused.data(), apart.data(), fused.size() * sizeof(float)));
     }
+    }
   }
+}
+
+// A pack serves only the layout it was made for: one made at another level (other panels), or
+// for another shape, is ignored, and the call packs W itself. A pack, once filled, is what the
+// calls read: a pack of W passed with another matrix gives W's product.
+TEST(BackendOps, PackOfAnotherLayoutIsIgnored) {
+  auto be = make_backend(BackendKind::cpu);
+  const auto levels = simd_levels(*be);
+  if (std::find(levels.begin(), levels.end(), "avx512") == levels.end()) GTEST_SKIP() << "no avx512 level here";
+  const std::int64_t rows = 20, m = 70, n = 33;
+  const auto x = values(rows * n, 101), w = values(m * n, 102), w_other = values(m * n, 103);
+  be->set_simd("avx512");
+  const auto at_avx512 = be->pack(m, n, w.data());
+  const auto narrow = be->pack(4, n, w.data());  // the 4-lane panels of an m <= 4 matrix
+  std::vector<float> want(static_cast<std::size_t>(rows * m)), got(want.size()), other(want.size());
+  be->linear({rows, 1}, m, n, x.data(), w.data(), nullptr, {}, got.data(), at_avx512.get());  // fills it
+  for (const std::string& level : levels) {
+    be->set_simd(level);
+    SCOPED_TRACE(level);
+    be->linear({rows, 1}, m, n, x.data(), w.data(), nullptr, {}, want.data(), nullptr);
+    be->linear({rows, 1}, m, n, x.data(), w.data(), nullptr, {}, got.data(), at_avx512.get());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+    be->linear({rows, 1}, m, n, x.data(), w.data(), nullptr, {}, got.data(), narrow.get());
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+    be->linear({rows, 1}, m, n, x.data(), w_other.data(), nullptr, {}, other.data(), at_avx512.get());
+    const bool avx512_gemm = level.rfind("avx512", 0) == 0;  // avx512, avx512_vnni, avx512_amx
+    EXPECT_EQ(avx512_gemm, 0 == std::memcmp(want.data(), other.data(), want.size() * sizeof(float)));
+  }
+  be->set_simd("auto");
+}
+
+// Independent callers on one empty pack (each thread its own rows, as the trainer's and the
+// bench's threads run their chunks of members, nesting off) fill it together: every thread's rows
+// come out as without a pack, plain and perturbed, and the pack ends filled, so that later calls
+// read it. At every vector level; with 1 to 4 callers and matrices of 1 to 33 panels.
+TEST(BackendOps, CallersFillOnePackTogether) {
+  auto be = make_backend(BackendKind::cpu);
+  for (const std::string& level : simd_levels(*be)) {
+    if (level == "scalar") continue;
+    be->set_simd(level);
+    for (std::int64_t m : {std::int64_t{40}, std::int64_t{2100}})
+    for (int callers : {1, 2, 4}) {
+      SCOPED_TRACE(level + " m=" + std::to_string(m) + " callers=" + std::to_string(callers));
+      const std::int64_t members = 12, n = 70, rows = members * callers;
+      const auto x = values(rows * n, 111), w = values(m * n, 112);
+      Factors f(members, m, n, 2, 113, 2, true);
+      const LowRankFactors lf = f.view();
+      for (bool perturbed : {false, true}) {
+        std::vector<float> want(static_cast<std::size_t>(rows * m)), got(want.size(), kNan);
+        for (int c = 0; c < callers; ++c)
+          be->linear({members, 1}, m, n, x.data() + c * members * n, w.data(), perturbed ? &lf : nullptr, {},
+                     want.data() + c * members * m, nullptr);
+        const auto packed = be->pack(m, n, w.data());
+        ASSERT_NE(packed, nullptr);
+        const auto* panels = dynamic_cast<const cpu_sgemm::detail::PackedPanels*>(packed.get());
+        ASSERT_NE(panels, nullptr);
+        EXPECT_FALSE(panels->filled());
+#pragma omp parallel num_threads(callers)
+        {
+          const int c = omp_get_thread_num();
+          be->linear({members, 1}, m, n, x.data() + c * members * n, w.data(), perturbed ? &lf : nullptr, {},
+                     got.data() + c * members * m, packed.get());
+        }
+        EXPECT_TRUE(panels->filled());
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+        // filled: a later call reads the panels (W's values are not read again)
+        std::vector<float> later(static_cast<std::size_t>(members * m)), zero_w(w.size(), 0.0f);
+        be->linear({members, 1}, m, n, x.data(), zero_w.data(), perturbed ? &lf : nullptr, {}, later.data(),
+                   packed.get());
+        EXPECT_EQ(0, std::memcmp(want.data(), later.data(), later.size() * sizeof(float)));
+      }
+    }
+  }
+  be->set_simd("auto");
 }
 
 }  // namespace

@@ -403,7 +403,7 @@ LmGemm lm_gemm(Backend& backend, std::int64_t rows, int reps, double peak, nlohm
       ys.emplace_back(DType::i8, eggroll::Shape{rows, s.m});
     }
     const Tensor w = random_input(DType::i8, s.m, s.n, 12);
-    const std::shared_ptr<const QPacked> packed = backend.qpack(s.m, s.n, w.data<std::int8_t>());  // as a model's
+    const std::shared_ptr<const PackedWeights> packed = backend.qpack(s.m, s.n, w.data<std::int8_t>());  // as a model's
     const double sec = interleaved_medians({[&] {
                                               over_member_chunks(rows * omp_get_max_threads(), rows,
                                                                  [&](std::int64_t, std::int64_t, int t) {

@@ -31,7 +31,7 @@ void Backend::lowrank_correction_onto(const MemberRows& batch, const LowRankFact
 }
 
 void Backend::linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                     const LowRankFactors* f, const RowEpilogue& e, float* y) {
+                     const LowRankFactors* f, const RowEpilogue& e, float* y, const PackedWeights*) {
   if (f != nullptr)
     perturbed_matmul(batch, *f, x, w, y);
   else

@@ -32,8 +32,8 @@ namespace eggroll::reference_int8 {
 
 namespace eggroll::cpu_int8 {
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed);
-  std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w);
+           const QFactors& f, std::int8_t* y, const QAddend& add, const PackedWeights* packed);
+  std::shared_ptr<const PackedWeights> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w);
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
                   const std::int8_t* w, const QFactors& f, std::int8_t* y);
   void ql1_norm(const MemberRows& batch, std::int64_t d, const std::int8_t* x, const std::int8_t* w, std::int64_t w_stride,
@@ -104,7 +104,7 @@ struct QmmArgs {
 
 // W packed for the AVX-512 VNNI qmm: (m_blocks, n_groups, 16, 4) bytes W[16 b + l][4 g + q] and
 // the +128 offset's correction -128 sum_k W[a][k] (cpu_int8_avx512.cpp).
-struct PackedW final : QPacked {
+struct PackedW final : PackedWeights {
   std::int64_t m = 0, n = 0;
   // Left unset when made (the pack writes every value): a view packs each matrix once per epoch,
   // and clearing the buffers first cost more than packing them.

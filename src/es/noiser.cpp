@@ -88,8 +88,10 @@ std::vector<float> Noiser::member_coefs(const ForwardContext& ctx) const {
 void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const {
   const std::int64_t m = w.rows(), n = w.cols();
   check(ctx.view != nullptr, "Noiser::matmul needs a population view");
+  // W's pack, made once for the view's epoch (or the caller's packs), not in every call
+  const PackedWeights* packed = ctx.packs ? ctx.packs->packed(w, ctx.backend) : ctx.view->packed(w, ctx.backend);
   if (!w.perturbed() || !active())
-    return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y);
+    return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y, packed);
   // The factors are made present by the backend, for the members it is about to read (ready()):
   // a fused kernel generates each block of rows' factors just before its tiles, in cache. No
   // hook when they are all there (table slices, or a view that has made them already): the
@@ -103,7 +105,7 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
                            pair_of(ctx.member(first + count - 1)) - pair_first + 1);
   };
   const LowRankFactors factors{m, n, rank_, blocks.data(), coef.data(), present ? nullptr : &fill};
-  ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), &factors, after, y);
+  ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), &factors, after, y, packed);
 }
 
 void Noiser::matmul_shared(ForwardContext& ctx, const Param& w, const float* x, float* y,

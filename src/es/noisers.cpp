@@ -160,7 +160,7 @@ class Sparse final : public PerMemberNoiser {
   void matmul(ForwardContext& ctx, const Param& w, const float* x, float* y, const RowEpilogue& after) const override {
     check(ctx.view != nullptr, "Noiser::matmul needs a population view");
     const std::int64_t m = w.rows(), n = w.cols(), rows = ctx.rows_per_member;
-    if (!w.perturbed()) return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y);
+    if (!w.perturbed()) return Noiser::matmul(ctx, w, x, y, after);
     ctx.backend.gemm_nt(ctx.batch().rows(), m, n, x, w.value.data<float>(), y);
     PopulationView& view = *ctx.view;
     for (std::int64_t j = 0; j < ctx.members(); ++j) {

@@ -237,7 +237,9 @@ std::int64_t PopulationView::cached_bytes() const {
   return n;
 }
 
-const QPacked* PopulationView::qpacked(const Param& w, Backend& backend) { return packs_.qpacked(w, backend); }
+const PackedWeights* PopulationView::qpacked(const Param& w, Backend& backend) { return packs_.qpacked(w, backend); }
+
+const PackedWeights* PopulationView::packed(const Param& w, Backend& backend) { return packs_.packed(w, backend); }
 
 void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {
   if (n <= 0) return;

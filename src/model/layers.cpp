@@ -76,7 +76,8 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
   if (ctx.view && ctx.view->noiser().active())
     ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>(), e);
   else
-    ctx.backend.linear({1, x.dim(0)}, m, w.cols(), x.data<float>(), w.value.data<float>(), nullptr, e, y.data<float>());
+    ctx.backend.linear({1, x.dim(0)}, m, w.cols(), x.data<float>(), w.value.data<float>(), nullptr, e, y.data<float>(),
+                       ctx.packs ? ctx.packs->packed(w, ctx.backend) : nullptr);
   return y;
 }
 

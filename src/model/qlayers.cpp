@@ -22,7 +22,7 @@ void check_input(const ForwardContext& ctx, const Tensor& x, std::int64_t featur
 }
 
 // W in the backend's qmm layout, kept across calls, or null (packed within the call).
-const QPacked* packed_of(ForwardContext& ctx, const Param& w) {
+const PackedWeights* packed_of(ForwardContext& ctx, const Param& w) {
   if (ctx.packs) return ctx.packs->qpacked(w, ctx.backend);
   return ctx.view ? ctx.view->qpacked(w, ctx.backend) : nullptr;
 }

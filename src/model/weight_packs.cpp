@@ -8,8 +8,18 @@ namespace {
 constexpr std::uint8_t kEmpty = 0, kFilling = 1, kPresent = 2;
 }
 
-const QPacked* WeightPacks::qpacked(const Param& w, Backend& backend) {
+const PackedWeights* WeightPacks::qpacked(const Param& w, Backend& backend) {
   const std::int8_t* values = w.value.data<std::int8_t>();
+  return get(w, values, [&] { return backend.qpack(w.rows(), w.cols(), values); });
+}
+
+const PackedWeights* WeightPacks::packed(const Param& w, Backend& backend) {
+  const float* values = w.value.data<float>();
+  return get(w, values, [&] { return backend.pack(w.rows(), w.cols(), values); });
+}
+
+template <class Make>
+const PackedWeights* WeightPacks::get(const Param& w, const void* values, Make make) {
   Packing* entry = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -22,7 +32,7 @@ const QPacked* WeightPacks::qpacked(const Param& w, Backend& backend) {
     std::uint8_t was = kEmpty;
     if (entry->state.compare_exchange_strong(was, kFilling, std::memory_order_acquire)) {
       try {
-        entry->packed = backend.qpack(w.rows(), w.cols(), values);
+        entry->packed = make();
       } catch (...) {
         entry->state.store(kEmpty, std::memory_order_release);  // a waiting thread then packs it itself
         throw;

@@ -70,12 +70,12 @@ struct QAddend {
   bool empty() const { return rows == nullptr && vec == nullptr; }
 };
 
-// A weight matrix in a backend's own layout for its qmm (Backend::qpack), for callers that run
-// many qmm calls on unchanged weights (WeightPacks: a population view keeps one per matrix for
-// its epoch).
-class QPacked {
+// A weight matrix in a backend's own layout for its qmm (Backend::qpack) or its float matmuls
+// (Backend::pack), for callers that run many matmuls on unchanged weights (WeightPacks: a
+// population view keeps one per matrix for its epoch).
+class PackedWeights {
  public:
-  virtual ~QPacked() = default;
+  virtual ~PackedWeights() = default;
 };
 
 class Backend {
@@ -111,8 +111,19 @@ class Backend {
   // perturbed_matmul), then the epilogue e on every row (add_rows of e.bias, then activation). The
   // result equals those calls in sequence, which this default makes; a backend may instead apply
   // e in the GEMM's stores, while the values are in registers or cache (the cpu backend does).
+  // packed (may be null) is this backend's pack(m, n, w) of the same, unchanged w: the matmul then
+  // skips packing W; the result is the same.
   virtual void linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                      const LowRankFactors* f, const RowEpilogue& e, float* y);
+                      const LowRankFactors* f, const RowEpilogue& e, float* y, const PackedWeights* packed);
+  // W (m, n) in the layout this backend's linear reads at its current SIMD level, or null when it
+  // has none. The pack may be filled later, by the first linear calls that pass it (the cpu
+  // backend's is: those calls pack W into it inside their own parallel regions, sharing the work
+  // between all threads that arrive, and no later call packs again). The caller passes the same
+  // w with it and must not change w while it uses the pack.
+  virtual std::shared_ptr<const PackedWeights> pack(std::int64_t m, std::int64_t n, const float* w) {
+    (void)m, (void)n, (void)w;
+    return nullptr;
+  }
   // The epilogue e alone on y (rows, m): add_rows of e.bias, then activation.
   void apply_epilogue(const MemberRows& batch, std::int64_t m, const RowEpilogue& e, float* y);
   // out (m, n) += weight[k] * A_k B_k^T for k = 0, 1, ..., n_terms - 1, added to out one term at a
@@ -152,7 +163,7 @@ class Backend {
   // skips packing W; the result is the same.
   virtual void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x,
                    const std::int8_t* w, const QFactors& f, std::int8_t* y, const QAddend& add,
-                   const QPacked* packed) = 0;
+                   const PackedWeights* packed) = 0;
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
            const QFactors& f, std::int8_t* y) {
     qmm(batch, m, n, x, w, f, y, QAddend{}, nullptr);
@@ -160,7 +171,7 @@ class Backend {
   // W (m, n) in the layout this backend's qmm reads at its current SIMD level, or null when the
   // backend or level has none (qmm then packs W itself). The caller must not change w while it
   // passes the result to qmm.
-  virtual std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
+  virtual std::shared_ptr<const PackedWeights> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
     return nullptr;
   }
   // Embedding rows: y[row] = clip(W[t] + sign_j floor((A_j[t] B_j^T) / 2^shift)), t = tokens[row].

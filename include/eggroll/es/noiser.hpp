@@ -98,7 +98,9 @@ class PopulationView {
   // Matrix w in backend's qmm layout (Backend::qpack), packed on first use and kept for the
   // view's lifetime (parameters do not change within an epoch); null when the backend has none.
   // Safe to call from several threads.
-  const QPacked* qpacked(const Param& w, Backend& backend);
+  const PackedWeights* qpacked(const Param& w, Backend& backend);
+  // Matrix w (float) in backend's layout for its linear (Backend::pack), the same way.
+  const PackedWeights* packed(const Param& w, Backend& backend);
   // The members' perturbed copies of a vector parameter, made by make() on first use and kept for
   // the view's lifetime (parameters do not change within an epoch).
   // Safe to call from several threads (as are normals, bits and int8s).
@@ -152,7 +154,7 @@ class PopulationView {
   Caches<std::uint32_t> bits_;
   Caches<std::int8_t> int8s_;
   std::map<std::uint64_t, Tensor> vectors_;
-  WeightPacks packs_;  // qpacked
+  WeightPacks packs_;  // qpacked, packed
   mutable std::recursive_mutex mutex_;
 };
 

@@ -1,5 +1,6 @@
-// WeightPacks: weight matrices in a backend's own layout (Backend::qpack), made once for a run of
-// forward passes over weights that do not change, instead of once per matmul call.
+// WeightPacks: weight matrices in a backend's own layout (Backend::qpack for int8 matrices,
+// Backend::pack for float ones), made once for a run of forward passes over weights that do not
+// change, instead of once per matmul call.
 //
 // A population view keeps one for its epoch; a caller that runs the unperturbed model many times
 // (sampling token by token, evaluation, a benchmark's plain inference) gives one to its
@@ -26,7 +27,9 @@ class WeightPacks {
 
   // Matrix w (int8) in backend's qmm layout, packed on first use and kept; null when the backend
   // has no layout of its own. Safe to call from several threads: one packs, the others wait.
-  const QPacked* qpacked(const Param& w, Backend& backend);
+  const PackedWeights* qpacked(const Param& w, Backend& backend);
+  // Matrix w (float) in backend's layout for its linear (Backend::pack), the same way.
+  const PackedWeights* packed(const Param& w, Backend& backend);
   // Forgets every pack (not while another thread is using them).
   void clear();
   // How many matrices it holds.
@@ -41,11 +44,14 @@ class WeightPacks {
   // one copy together stayed as far below a copy per thread at population 256.
   struct Packing {
     std::atomic<std::uint8_t> state{0};
-    std::shared_ptr<const QPacked> packed;
+    std::shared_ptr<const PackedWeights> packed;
   };
   // By parameter id and the address of its values: a pack never serves another model's matrix
   // of the same name.
   using Key = std::pair<std::uint64_t, const void*>;
+  // The entry of (w, values), packed by make() on first use.
+  template <class Make>
+  const PackedWeights* get(const Param& w, const void* values, Make make);
   mutable std::mutex mutex_;
   std::map<Key, Packing> packs_;
 };

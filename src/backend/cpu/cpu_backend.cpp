@@ -112,14 +112,14 @@ class CpuBackend final : public Backend {
     lowrank_correction(batch, f, x, y);
   }
 
-  // The layer's epilogue in the GEMM's stores (cpu_sgemm::RowFinish) at its vector levels, with
-  // or without the fused correction; the ops in sequence elsewhere.
+  // The layer's epilogue in the GEMM's stores (cpu_sgemm::RowFinish) and W's pack at its vector
+  // levels, with or without the fused correction; the ops in sequence elsewhere.
   void linear(const MemberRows& batch, std::int64_t m, std::int64_t n, const float* x, const float* w,
-              const LowRankFactors* f, const RowEpilogue& e, float* y) override {
+              const LowRankFactors* f, const RowEpilogue& e, float* y, const PackedWeights* packed) override {
     const std::string level = cpu_sgemm::level();
     const bool fused_correction = float_avx512() ? level == "avx512" : float_avx2();
-    if (e.empty() || (level != "avx512" && level != "avx2") || (f != nullptr && !fused_correction))
-      return Backend::linear(batch, m, n, x, w, f, e, y);
+    if ((level != "avx512" && level != "avx2") || (f != nullptr && !fused_correction))
+      return Backend::linear(batch, m, n, x, w, f, e, y, packed);
     cpu_sgemm::RowFinish finish;
     finish.bias = e.bias;
     finish.bias_stride = e.bias_stride;
@@ -129,9 +129,16 @@ class CpuBackend final : public Backend {
       finish.activation = e.activation;
       finish.kernel = activation_kernel();
     }
-    if (f == nullptr) return cpu_sgemm::gemm_nt(batch.rows(), m, n, x, w, y, &finish);
-    if (float_avx512()) return cpu_float_avx512::perturbed_matmul(batch, *f, x, w, y, &finish);
-    cpu_float_avx2::perturbed_matmul(batch, *f, x, w, y, &finish);
+    const cpu_sgemm::RowFinish* fin = e.empty() ? nullptr : &finish;
+    if (f == nullptr) return cpu_sgemm::gemm_nt(batch.rows(), m, n, x, w, y, fin, packed);
+    if (float_avx512()) return cpu_float_avx512::perturbed_matmul(batch, *f, x, w, y, fin, packed);
+    cpu_float_avx2::perturbed_matmul(batch, *f, x, w, y, fin, packed);
+  }
+
+  // The fp32 GEMM's panels at its level (none at the scalar level), filled by the first calls
+  // that read them (cpu_sgemm::PackedPanels).
+  std::shared_ptr<const PackedWeights> pack(std::int64_t m, std::int64_t n, const float*) override {
+    return cpu_sgemm::pack(m, n);
   }
 
   void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x,
@@ -261,10 +268,10 @@ class CpuBackend final : public Backend {
 
   using Backend::qmm;
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed) override {
+           const QFactors& f, std::int8_t* y, const QAddend& add, const PackedWeights* packed) override {
     cpu_int8::qmm(batch, m, n, x, w, f, y, add, packed);
   }
-  std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) override {
+  std::shared_ptr<const PackedWeights> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) override {
     return cpu_int8::qpack(m, n, w);
   }
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,

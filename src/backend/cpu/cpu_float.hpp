@@ -24,9 +24,10 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 // y (rows, m) = x W^T + the correction above for every member of the batch, fused into the fp32
 // GEMM's stores (cpu_sgemm.hpp; needs its avx512 level): the same bits as gemm_nt followed by
 // lowrank_correction, with y written once. OpenMP inside when called outside a parallel region.
-// With finish (may be null): the layer's epilogue (cpu_sgemm::RowFinish) in the same stores.
+// With finish (may be null): the layer's epilogue (cpu_sgemm::RowFinish) in the same stores; with
+// packed (may be null), W's cpu_sgemm::pack.
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
-                      const cpu_sgemm::RowFinish* finish = nullptr);
+                      const cpu_sgemm::RowFinish* finish = nullptr, const PackedWeights* packed = nullptr);
 
 // out (m, n) += sum over k (in order) and c (in order) of A_k[:, c] (weight[k] B_k[:, c])^T when
 // n <= m, and of (weight[k] A_k[:, c]) B_k[:, c]^T when n > m: one fused multiply-add per (k, c)
@@ -46,7 +47,7 @@ namespace eggroll::cpu_float_avx2 {
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count, const float* base = nullptr);
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
-                      const cpu_sgemm::RowFinish* finish = nullptr);
+                      const cpu_sgemm::RowFinish* finish = nullptr, const PackedWeights* packed = nullptr);
 void lowrank_update(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_terms,
                     const float* const* blocks, const double* weight, float* out);
 

@@ -172,8 +172,9 @@ struct Avx2 {
     }
   }
   static void gemm_lowrank(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                           const cpu_sgemm::LowRankEpilogue& e, float* y, const cpu_sgemm::RowFinish* finish) {
-    cpu_sgemm::detail::gemm_nt_lowrank_avx2(rows, m, n, x, w, e, y, finish);
+                           const cpu_sgemm::LowRankEpilogue& e, float* y, const cpu_sgemm::RowFinish* finish,
+                           const PackedWeights* packed) {
+    cpu_sgemm::detail::gemm_nt_lowrank_avx2(rows, m, n, x, w, e, y, finish, packed);
   }
 };
 
@@ -213,8 +214,8 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 }
 
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
-                      const cpu_sgemm::RowFinish* finish) {
-  cpu_float_lowrank::perturbed_matmul<Avx2>(batch, f, x, w, y, finish);
+                      const cpu_sgemm::RowFinish* finish, const PackedWeights* packed) {
+  cpu_float_lowrank::perturbed_matmul<Avx2>(batch, f, x, w, y, finish, packed);
 }
 
 }  // namespace eggroll::cpu_float_avx2

@@ -10,8 +10,8 @@
 //     B^T (r, n), in an order fixed by (n, r) (whatever `rows` is);
 //   add_rank(from, at, s, m, r, y): y[a] = fma(s[c], at[c m + a], ..) over c in order, starting from
 //     from[a] (from may equal y), a < m;
-//   gemm_lowrank(rows, m, n, x, w, e, y, finish): the level's GEMM with the fused correction e and
-//     the layer's epilogue finish (may be null) (cpu_sgemm.hpp).
+//   gemm_lowrank(rows, m, n, x, w, e, y, finish, packed): the level's GEMM with the fused
+//     correction e, the layer's epilogue finish and W's pack (both may be null) (cpu_sgemm.hpp).
 // Each row's products depend on (n, r) and the rows per member alone, never on the batch or the
 // threads, so contracts 2 and 3 hold at each level.
 #pragma once
@@ -79,7 +79,7 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 // cpu_float.hpp's perturbed_matmul at level L.
 template <class L>
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
-                      const cpu_sgemm::RowFinish* finish) {
+                      const cpu_sgemm::RowFinish* finish, const PackedWeights* packed) {
   const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). The products x B_j need x, so the GEMM driver asks for them a block
@@ -216,7 +216,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   // 6 rows cost the large model's rank-4 forward 0.24 of its ratio there (thirty-fourth pass).
   if (rows_per_member == 1 && cpu_sgemm::fused_block_rows_limited())
     e.block_rows = std::max<std::int64_t>(1, kBlockFetchBytes / (block_floats * 4) - 1);
-  L::gemm_lowrank(batch.rows(), m, n, x, w, e, y, finish);
+  L::gemm_lowrank(batch.rows(), m, n, x, w, e, y, finish, packed);
 }
 
 }  // namespace eggroll::cpu_float_lowrank

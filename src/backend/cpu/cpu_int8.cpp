@@ -163,7 +163,7 @@ bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, co
 
 }  // namespace detail
 
-std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
+std::shared_ptr<const PackedWeights> qpack(std::int64_t m, std::int64_t n, const std::int8_t* w) {
 #if defined(__x86_64__)
   if (at_avx512() && m > 0 && n > 0) return detail::pack_avx512_vnni(m, n, w);
 #endif
@@ -171,7 +171,7 @@ std::shared_ptr<const QPacked> qpack(std::int64_t m, std::int64_t n, const std::
 }
 
 void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-         const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked* packed) {
+         const QFactors& f, std::int8_t* y, const QAddend& add, const PackedWeights* packed) {
   check(n <= 133143, "qmm: input width n = ", n, ", expected <= 133,143 (int32 accumulation, ALGORITHM.md 2.1)");
   if (f.blocks != nullptr)
     check(f.m == m && f.n == n && f.rank >= 1 && f.shift >= 0 && f.shift < 63, "qmm: factors are for (", f.m, ", ",

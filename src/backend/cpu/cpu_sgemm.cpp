@@ -9,7 +9,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/simd_choice.hpp"
 #include "eggroll/core/error.hpp"
@@ -84,6 +88,75 @@ std::vector<std::string> levels() { return choice().levels(); }
 
 namespace detail {
 
+namespace {
+
+// Freed packs' memory (PackedPanels), up to kKeepBytes, for the next packs to take.
+class SparePanels {
+ public:
+  static SparePanels& instance() {
+    static SparePanels* spares = new SparePanels;  // never destroyed: packs may outlive static destructors
+    return *spares;
+  }
+  // A block of at least bytes (64-byte aligned); its size in *got.
+  float* take(std::size_t bytes, std::size_t* got) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::size_t best = blocks_.size();
+      for (std::size_t i = 0; i < blocks_.size(); ++i)
+        if (blocks_[i].second >= bytes && (best == blocks_.size() || blocks_[i].second < blocks_[best].second)) best = i;
+      if (best < blocks_.size()) {
+        const auto [data, size] = blocks_[best];
+        blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(best));
+        kept_ -= size;
+        *got = size;
+        return data;
+      }
+    }
+    auto* data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    check(data != nullptr, "cpu sgemm: could not allocate ", bytes, " bytes for packed weights");
+    *got = bytes;
+    return data;
+  }
+  void give(float* data, std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (kept_ + bytes <= kKeepBytes) {
+        blocks_.emplace_back(data, bytes);
+        kept_ += bytes;
+        return;
+      }
+    }
+    std::free(data);
+  }
+
+ private:
+  static constexpr std::size_t kKeepBytes = std::size_t{256} << 20;
+  std::mutex mutex_;
+  std::vector<std::pair<float*, std::size_t>> blocks_;
+  std::size_t kept_ = 0;
+};
+
+}  // namespace
+
+PackedPanels::PackedPanels(int nr, std::int64_t m, std::int64_t n)
+    : nr_(nr), m_(m), n_(n), panels_((m + nr - 1) / nr), bytes_(0), data_(nullptr) {
+  const std::int64_t floats = panels_ * n * nr;
+  data_ = SparePanels::instance().take((static_cast<std::size_t>(floats) * sizeof(float) + 63) / 64 * 64, &bytes_);
+}
+
+PackedPanels::~PackedPanels() { SparePanels::instance().give(data_, bytes_); }
+
+void PackedPanels::wait_filled() const {
+  // A panel takes microseconds: spin briefly, then let the packing threads have the core.
+  for (int spins = 0; !filled(); ++spins)
+    if (spins >= 256) std::this_thread::yield();
+}
+
+const PackedPanels* PackedPanels::of(const PackedWeights* packed, int nr, std::int64_t m, std::int64_t n) {
+  const auto* p = dynamic_cast<const PackedPanels*>(packed);
+  return p != nullptr && p->nr_ == nr && p->m_ == m && p->n_ == n ? p : nullptr;
+}
+
 // Grow-only, 64-byte aligned, one per calling thread: a fresh allocation per call would pay a
 // page fault per 4 KiB of packed W each time.
 float* thread_buffer(std::int64_t n_floats) {
@@ -116,8 +189,19 @@ void finish_rows(std::int64_t rows, std::int64_t m, const RowFinish& finish, flo
   }
 }
 
+std::shared_ptr<const PackedWeights> pack(std::int64_t m, std::int64_t n) {
+  if (m <= 0 || n <= 0) return nullptr;
+  switch (choice().level()) {
+#if defined(__x86_64__)
+    case SimdChoice::avx512: return detail::pack_avx512(m, n);
+    case SimdChoice::avx2: return detail::pack_avx2(m, n);
+#endif
+    default: return nullptr;
+  }
+}
+
 void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-             const RowFinish* finish) {
+             const RowFinish* finish, const PackedWeights* packed) {
   check(rows >= 0 && m >= 0 && n >= 0, "cpu sgemm: shape (rows ", rows, ", m ", m, ", n ", n,
         ") has a negative size, expected sizes >= 0");
   if (rows == 0 || m == 0) return;
@@ -128,8 +212,8 @@ void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, 
   }
   switch (choice().level()) {
 #if defined(__x86_64__)
-    case SimdChoice::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y, finish);
-    case SimdChoice::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y, finish);
+    case SimdChoice::avx512: return detail::gemm_nt_avx512(rows, m, n, x, w, y, finish, packed);
+    case SimdChoice::avx2: return detail::gemm_nt_avx2(rows, m, n, x, w, y, finish, packed);
 #endif
     default:
       gemm_nt_scalar(rows, m, n, x, w, y);

@@ -7,8 +7,10 @@
 // or the thread count. So a row's bits depend only on that row of x and on W, and all levels
 // give the same bits (the scalar level uses std::fma in the same order).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,8 +42,15 @@ struct RowFinish {
 // blocks when called outside a parallel region (inside one with nesting off it runs on the
 // calling thread). n == 0 writes zeros. x and y must not overlap. With finish (may be null): the
 // epilogue above on every element.
+// With packed (may be null): pack(m, n, w) of the same, unchanged W, whose panels the call reads
+// instead of packing W into scratch (filling them first where no call has; a pack of another
+// layout, made at another level, is ignored).
 void gemm_nt(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-             const RowFinish* finish = nullptr);
+             const RowFinish* finish = nullptr, const PackedWeights* packed = nullptr);
+// W (m, n) in the panels gemm_nt packs at the current level (null at the scalar level, which
+// packs nothing), for many calls on an unchanged W: made empty, and filled by the first calls
+// that pass it (PackedPanels), which then read it like every later call.
+std::shared_ptr<const PackedWeights> pack(std::int64_t m, std::int64_t n);
 // The epilogue above on rows [0, rows) of y (rows, m) after the fact, on the calling thread: for
 // the GEMM's scalar level and for edge cases that have no tiles.
 void finish_rows(std::int64_t rows, std::int64_t m, const RowFinish& finish, float* y);
@@ -106,6 +115,44 @@ struct LowRankEpilogue {
 // ---- internals shared with the level files (cpu_sgemm_avx512.cpp, cpu_sgemm_avx2.cpp) ----
 namespace detail {
 
+// A pack (cpu_sgemm::pack): W's panels of nr outputs, panel p = (n, nr) with panel[k][c] =
+// W[p nr + c][k] (zero past m), 64-byte aligned.
+// It is made empty and filled by the first GEMM calls that read it, inside their own parallel
+// regions: each calling thread claims panels one at a time (claim), packs them and counts them
+// (packed_one), then waits until every panel is there (wait_filled). Threads of one team and
+// independent callers (each thread running its own chunk of rows, as the trainer's and the
+// bench's do) share the packing alike, and no call packs W a second time.
+// Its memory comes from, and goes back to, a process-wide store of freed packs' memory: a
+// population view's packs live for one epoch, and fresh pages for every epoch's packs were
+// zeroed by the kernel on first touch (15% of the large model's forward at 256 rows an epoch).
+class PackedPanels final : public PackedWeights {
+ public:
+  PackedPanels(int nr, std::int64_t m, std::int64_t n);
+  ~PackedPanels() override;
+  PackedPanels(const PackedPanels&) = delete;
+  PackedPanels& operator=(const PackedPanels&) = delete;
+  int nr() const { return nr_; }
+  std::int64_t panels() const { return panels_; }
+  float* data() const { return data_; }
+  // Every panel packed (acquire: their values are visible to the caller).
+  bool filled() const { return packed_.load(std::memory_order_acquire) == panels_; }
+  // The next panel no thread has claimed yet, or panels() and past when all are claimed.
+  std::int64_t claim() const { return claimed_.fetch_add(1, std::memory_order_relaxed); }
+  // One claimed panel packed (release: its values before the count).
+  void packed_one() const { packed_.fetch_add(1, std::memory_order_release); }
+  // Until every panel is packed (by this thread or others).
+  void wait_filled() const;
+  // This pack when it is of nr-output panels of an (m, n) W, else null.
+  static const PackedPanels* of(const PackedWeights* packed, int nr, std::int64_t m, std::int64_t n);
+
+ private:
+  int nr_;
+  std::int64_t m_, n_, panels_;
+  std::size_t bytes_;
+  float* data_;
+  mutable std::atomic<std::int64_t> claimed_{0}, packed_{0};
+};
+
 // Scratch for the packed W: at least n_floats floats, 64-byte aligned, owned by the calling
 // thread and reused across its calls (grow-only), so concurrent callers never share one.
 float* thread_buffer(std::int64_t n_floats);
@@ -115,15 +162,18 @@ float* thread_buffer(std::int64_t n_floats);
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 19;
 
 void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                    const RowFinish* finish);
+                    const RowFinish* finish, const PackedWeights* packed);
 // gemm_nt with the fused correction, AVX-512F level only (the caller checks the level).
 void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                            const LowRankEpilogue& e, float* y, const RowFinish* finish);
+                            const LowRankEpilogue& e, float* y, const RowFinish* finish,
+                            const PackedWeights* packed);
+std::shared_ptr<const PackedWeights> pack_avx512(std::int64_t m, std::int64_t n);
 void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                  const RowFinish* finish);
+                  const RowFinish* finish, const PackedWeights* packed);
 // gemm_nt with the fused correction at the AVX2 level (the caller checks that the CPU has it).
 void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                          const LowRankEpilogue& e, float* y, const RowFinish* finish);
+                          const LowRankEpilogue& e, float* y, const RowFinish* finish, const PackedWeights* packed);
+std::shared_ptr<const PackedWeights> pack_avx2(std::int64_t m, std::int64_t n);
 
 }  // namespace detail
 }  // namespace eggroll::cpu_sgemm

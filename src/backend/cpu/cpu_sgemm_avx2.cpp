@@ -53,13 +53,17 @@ struct Ymm {
 }  // namespace
 
 void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                  const RowFinish* finish) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y, nullptr, finish);
+                  const RowFinish* finish, const PackedWeights* packed) {
+  Blocked<Ymm>::run(rows, m, n, x, w, y, nullptr, finish, packed);
 }
 
 void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                          const LowRankEpilogue& e, float* y, const RowFinish* finish) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y, &e, finish);
+                          const LowRankEpilogue& e, float* y, const RowFinish* finish, const PackedWeights* packed) {
+  Blocked<Ymm>::run(rows, m, n, x, w, y, &e, finish, packed);
+}
+
+std::shared_ptr<const PackedWeights> pack_avx2(std::int64_t m, std::int64_t n) {
+  return Blocked<Ymm>::pack_with(m, n);
 }
 
 }  // namespace eggroll::cpu_sgemm::detail

@@ -97,15 +97,21 @@ struct Xmm {
 }  // namespace
 
 void gemm_nt_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                    const RowFinish* finish) {
-  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, nullptr, finish);
-  Blocked<Zmm>::run(rows, m, n, x, w, y, nullptr, finish);
+                    const RowFinish* finish, const PackedWeights* packed) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, nullptr, finish, packed);
+  Blocked<Zmm>::run(rows, m, n, x, w, y, nullptr, finish, packed);
 }
 
 void gemm_nt_lowrank_avx512(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
-                            const LowRankEpilogue& e, float* y, const RowFinish* finish) {
-  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, &e, finish);
-  Blocked<Zmm>::run(rows, m, n, x, w, y, &e, finish);
+                            const LowRankEpilogue& e, float* y, const RowFinish* finish,
+                            const PackedWeights* packed) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::run(rows, m, n, x, w, y, &e, finish, packed);
+  Blocked<Zmm>::run(rows, m, n, x, w, y, &e, finish, packed);
+}
+
+std::shared_ptr<const PackedWeights> pack_avx512(std::int64_t m, std::int64_t n) {
+  if (m <= Xmm::kLanes) return Blocked<Xmm>::pack_with(m, n);
+  return Blocked<Zmm>::pack_with(m, n);
 }
 
 }  // namespace eggroll::cpu_sgemm::detail

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "backend/cpu/cpu_parallel.hpp"
@@ -458,17 +459,36 @@ struct Blocked {
 
   // gemm_nt (cpu_sgemm.hpp) for rows, m, n >= 1: pack W (threads split the panels), then each
   // thread computes its share; with ep, the low-rank correction is fused into the stores, with
-  // fin, the layer's epilogue.
+  // fin, the layer's epilogue. With prepacked (a PackedPanels of this layout: pack_with), the
+  // panels come from it: filled already (no packing, no wait), or filled now, by the threads of
+  // this call and of any other call on it, panel by panel, in place of the scratch.
   static void run(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
-                  const LowRankEpilogue* ep, const RowFinish* fin) {
+                  const LowRankEpilogue* ep, const RowFinish* fin, const PackedWeights* prepacked) {
     const std::int64_t n_panels = (m + kNr - 1) / kNr;
-    float* packed = thread_buffer(n_panels * n * kNr);
+    const PackedPanels* kept = PackedPanels::of(prepacked, kNr, m, n);
+    const bool filled = kept != nullptr && kept->filled();
+    float* packed = kept != nullptr ? kept->data() : thread_buffer(n_panels * n * kNr);
     cpu_parallel::team(rows * m * n >= kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
-      const auto [p0, p1] = cpu_parallel::share(n_panels, t, nt);
-      for (std::int64_t p = p0; p < p1; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
-      cpu_parallel::barrier(nt);  // every panel packed before any tile
+      if (!filled) {
+        if (kept != nullptr) {
+          for (std::int64_t p = kept->claim(); p < n_panels; p = kept->claim()) {
+            pack_panel(m, n, w, p, packed + p * n * kNr);
+            kept->packed_one();
+          }
+          kept->wait_filled();  // every panel packed, by any thread, before any tile
+        } else {
+          const auto [p0, p1] = cpu_parallel::share(n_panels, t, nt);
+          for (std::int64_t p = p0; p < p1; ++p) pack_panel(m, n, w, p, packed + p * n * kNr);
+          cpu_parallel::barrier(nt);  // every panel packed before any tile
+        }
+      }
       compute_share(rows, m, n, x, packed, ep, fin, y, t, nt);
     });
+  }
+
+  // cpu_sgemm::pack at this layout: an empty pack for W's panels, which the first calls fill.
+  static std::shared_ptr<const PackedWeights> pack_with(std::int64_t m, std::int64_t n) {
+    return std::make_shared<PackedPanels>(kNr, m, n);
   }
 };
 

@@ -112,7 +112,7 @@ class ReferenceBackend final : public Backend {
 
   using Backend::qmm;
   void qmm(const MemberRows& batch, std::int64_t m, std::int64_t n, const std::int8_t* x, const std::int8_t* w,
-           const QFactors& f, std::int8_t* y, const QAddend& add, const QPacked*) override {
+           const QFactors& f, std::int8_t* y, const QAddend& add, const PackedWeights*) override {
     reference_int8::qmm(batch, m, n, x, w, f, y, add);
   }
   void qembedding(const MemberRows& batch, std::int64_t vocab, std::int64_t d, const std::int32_t* tokens,
