@@ -37,14 +37,13 @@ struct Update {
   // column tiles per panel block (256 columns: 256 KiB at depth 256)
   static constexpr std::int64_t kBlockTiles = 256 / kTileCols;
 
-  // acc (ROWS x kTileCols outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, where
-  // A[q][i] = a[q][skip + i r] (a[q] points at the first row, column c of the term's broadcast
-  // factor (rows, r); skip: the tile's first row's offset from it). Step q also asks for the line
-  // fetch[q] into L2, q < n_fetch.
-  template <int ROWS>
-  static void tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
-                   std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols, const char* const* fetch,
-                   std::int64_t n_fetch) {
+  // acc (ROWS x kTileCols outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, with
+  // step q's broadcast values from src: aq = src.step(q), A[q][i] = aq[i * src.stride()]. Step q
+  // also asks for the line fetch[q] into L2, q < n_fetch.
+  template <int ROWS, class Src>
+  [[gnu::always_inline]] static inline void tile_loop(std::int64_t depth, Src src, const float* bp, std::int64_t ldb,
+                                                      float* out, std::int64_t ldo, std::int64_t cols,
+                                                      const char* const* fetch, std::int64_t n_fetch) {
     Mask mask[kVecs];
     for (int v = 0; v < kVecs; ++v) mask[v] = V::mask(cols - kLanes * v);
     Reg acc[ROWS][kVecs];
@@ -52,19 +51,15 @@ struct Update {
     for (int i = 0; i < ROWS; ++i)
 #pragma GCC unroll 4
       for (int v = 0; v < kVecs; ++v) acc[i][v] = V::load_masked(mask[v], out + i * ldo + kLanes * v);
-    for (std::int64_t q = 0, c = 0; q < depth; ++q, c = c + 1 == r ? 0 : c + 1) {
+    for (std::int64_t q = 0; q < depth; ++q) {
       Reg b[kVecs];
 #pragma GCC unroll 4
       for (int v = 0; v < kVecs; ++v) b[v] = V::load(bp + q * ldb + kLanes * v);
-      const float* aq = a[q] + skip;
-      // the next row tile's values of this term, a line for each of its r products (ROWS r values
-      // from aq - c + ROWS r): the terms' factor blocks lie apart in memory, where the hardware
-      // prefetchers do not follow them
-      __builtin_prefetch(aq + ROWS * r + 15 * c, 0, 3);
+      const float* aq = src.step(q);
       if (q < n_fetch) __builtin_prefetch(fetch[q], 0, 2);
 #pragma GCC unroll 16
       for (int i = 0; i < ROWS; ++i) {
-        const Reg av = V::set1(aq[i * r]);
+        const Reg av = V::set1(aq[i * src.stride()]);
 #pragma GCC unroll 4
         for (int v = 0; v < kVecs; ++v) acc[i][v] = V::fma(av, b[v], acc[i][v]);
       }
@@ -75,14 +70,66 @@ struct Update {
       for (int v = 0; v < kVecs; ++v) V::store_masked(out + i * ldo + kLanes * v, mask[v], acc[i][v]);
   }
 
+  // The broadcast values in the blocks themselves: a[q] points at the first row, column c of the
+  // term's broadcast factor (rows, r); skip: the tile's first row's offset from it.
+  template <int ROWS>
+  struct FromBlocks {
+    const float* const* a;
+    std::int64_t skip, r, c = 0;
+    const float* step(std::int64_t q) {
+      const float* aq = a[q] + skip;
+      // the next row tile's values of this term, a line for each of its r products (ROWS r values
+      // from aq - c + ROWS r): the terms' factor blocks lie apart in memory, where the hardware
+      // prefetchers do not follow them
+      __builtin_prefetch(aq + ROWS * r + 15 * c, 0, 3);
+      c = c + 1 == r ? 0 : c + 1;
+      return aq;
+    }
+    std::int64_t stride() const { return r; }
+  };
+  // The broadcast values packed (rank 1): ap[q kTileRows + i], at fixed offsets from one run.
+  struct FromPacked {
+    const float* ap;
+    const float* step(std::int64_t q) const { return ap + q * kTileRows; }
+    static constexpr std::int64_t stride() { return 1; }
+  };
+
+  // tile_loop from the blocks (any rank).
+  template <int ROWS>
+  static void tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
+                   std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols, const char* const* fetch,
+                   std::int64_t n_fetch) {
+    tile_loop<ROWS>(depth, FromBlocks<ROWS>{a, skip, r}, bp, ldb, out, ldo, cols, fetch, n_fetch);
+  }
+
+  // tile_loop at rank 1 from the tile's packed broadcast values. At rank 1 a step of the unpacked
+  // tile reads a line of another term's block for its ROWS values alone (at rank r, the same line
+  // serves r steps). Packed, bench/update_throughput summed the medium model's rank-1 shapes
+  // 5-30% faster on two threads and the large model's 5-17% (three alternating rounds); at rank
+  // 4 a packing by shuffles made the medium shapes 30% slower on one thread, so ranks above 1
+  // read the blocks as before.
+  template <int ROWS>
+  static void tile_packed(std::int64_t depth, const float* ap, const float* bp, std::int64_t ldb, float* out,
+                          std::int64_t ldo, std::int64_t cols, const char* const* fetch, std::int64_t n_fetch) {
+    tile_loop<ROWS>(depth, FromPacked{ap}, bp, ldb, out, ldo, cols, fetch, n_fetch);
+  }
+
   using TileFn = void (*)(std::int64_t, const float* const*, std::int64_t, std::int64_t, const float*, std::int64_t,
                           float*, std::int64_t, std::int64_t, const char* const*, std::int64_t);
+  using PackedTileFn = void (*)(std::int64_t, const float*, const float*, std::int64_t, float*, std::int64_t,
+                                std::int64_t, const char* const*, std::int64_t);
   template <std::size_t... I>
   static constexpr std::array<TileFn, sizeof...(I) + 1> tiles_up_to(std::index_sequence<I...>) {
     return {{nullptr, &tile<static_cast<int>(I) + 1>...}};
   }
   // kTiles[rows] = tile<rows>, 1 <= rows <= kTileRows.
   static constexpr auto kTiles = tiles_up_to(std::make_index_sequence<kTileRows>{});
+  template <std::size_t... I>
+  static constexpr std::array<PackedTileFn, sizeof...(I) + 1> packed_tiles_up_to(std::index_sequence<I...>) {
+    return {{nullptr, &tile_packed<static_cast<int>(I) + 1>...}};
+  }
+  // kPackedTiles[rows] = tile_packed<rows>.
+  static constexpr auto kPackedTiles = packed_tiles_up_to(std::make_index_sequence<kTileRows>{});
 
   // Rows q = c of a term's part of the panel: wk F[e0 + e][c] for e < width (the block of columns
   // [e0, e0 + width), zeros past len), row stride width; F the term's packed factor (len, r).
@@ -180,6 +227,11 @@ struct Update {
         const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
         UnsetVector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
         std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
+        // Rank 1: the thread's broadcast values of a depth block, packed row tile by row tile
+        // (tile_packed): ap[rt][q kTileRows + i].
+        const bool pack_broadcast = r == 1;
+        const std::int64_t tile_floats = terms_per_panel * kTileRows;
+        UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(row_tiles * tile_floats) : 0);
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
         // During its tiles the next step's packed lines and its first row tile's broadcast lines
         // are fetched: the terms' factor blocks lie apart in memory, where the hardware
@@ -194,11 +246,22 @@ struct Update {
           const std::int64_t e0 = cb * kTileCols, e1 = std::min(cols, std::min(cb + kBlockTiles, ct1) * kTileCols);
           for (std::int64_t k = 0; k < terms; ++k) {
             queue.add(blocks[k0 + k] + packed_at + e0 * r, (e1 - e0) * r * 4);
-            queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
+            if (!pack_broadcast) queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
           }
         };
         for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
           const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
+          // Rank 1: each term's values of the thread's rows, read in order (which the hardware
+          // prefetchers follow) into the tiles' packed runs.
+          if (pack_broadcast)
+            for (std::int64_t k = 0; k < terms; ++k) {
+              const float* f = blocks[k0 + k] + broadcast_at;
+              for (std::int64_t rt = 0; rt < row_tiles; ++rt) {
+                const std::int64_t a0 = tile_row(rt);
+                const Mask h = V::mask(tile_row(rt + 1) - a0);
+                V::store_masked(ap.data() + rt * tile_floats + k * kTileRows, h, V::load_masked(h, f + a0));
+              }
+            }
           for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
             const std::int64_t e0 = cb * kTileCols, width = std::min(kBlockTiles, ct1 - cb) * kTileCols;
             // Panel rows q = (k - k0) r + c: weight_k F_k[e0 .., c].
@@ -223,9 +286,14 @@ struct Update {
               for (std::int64_t b0 = e0; b0 < std::min(cols, e0 + width); b0 += kTileCols) {
                 const std::int64_t n_fetch = queue.take(std::min(fetch_per_tile, depth), fetch.data());
                 if (fetch_per_tile > depth) queue.pump(fetch_per_tile - depth);
-                kTiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
-                                  dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
-                                  fetch.data(), n_fetch);
+                if (pack_broadcast)
+                  kPackedTiles[rows_here](depth, ap.data() + rt * tile_floats, bp.data() + (b0 - e0), width,
+                                          dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
+                                          fetch.data(), n_fetch);
+                else
+                  kTiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
+                                    dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
+                                    fetch.data(), n_fetch);
               }
             }
           }
