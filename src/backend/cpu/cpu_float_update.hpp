@@ -105,9 +105,8 @@ struct Update {
   // tile_loop at rank 1 from the tile's packed broadcast values. At rank 1 a step of the unpacked
   // tile reads a line of another term's block for its ROWS values alone (at rank r, the same line
   // serves r steps). Packed, bench/update_throughput summed the medium model's rank-1 shapes
-  // 5-30% faster on two threads and the large model's 5-17% (three alternating rounds); at rank
-  // 4 a packing by shuffles made the medium shapes 30% slower on one thread, so ranks above 1
-  // read the blocks as before.
+  // about 18% faster on one thread (docs/results.md); at rank 4 a packing by shuffles made the
+  // medium shapes 30% slower on one thread, so ranks above 1 read the blocks as before.
   template <int ROWS>
   static void tile_packed(std::int64_t depth, const float* ap, const float* bp, std::int64_t ldb, float* out,
                           std::int64_t ldo, std::int64_t cols, const char* const* fetch, std::int64_t n_fetch) {
