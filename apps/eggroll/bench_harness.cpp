@@ -123,11 +123,14 @@ nlohmann::json machine_json() {
 
 namespace {
 
+// A register-only loop of `iterations` steps on the calling thread; its multiply-adds.
+using PeakLoop = std::int64_t (*)(std::int64_t, float*, int*);
+
 struct Level {
   const char* name;
   const char* dtype;
   bool available;
-  std::int64_t (*run)(std::int64_t, float*, int*);
+  PeakLoop run;
 };
 
 std::vector<Level> peak_levels() {
@@ -150,29 +153,34 @@ std::vector<Level> peak_levels() {
 
 // G multiply-adds per second of one level's loop on every thread at once: the best of 7 runs after
 // a warm-up (a peak is what the machine can do; a shared machine's other load only lowers it).
+// One run of a peak loop on every thread at once; the multiply-adds done.
+std::int64_t on_all_threads(PeakLoop run, std::int64_t iterations) {
+  std::int64_t total = 0;
+#pragma omp parallel reduction(+ : total)
+  {
+    float f = 0.0f;
+    int i = 0;
+    total += run(iterations, &f, &i);
+    if (f == 12345.0f && i == 12345) std::printf(" ");  // keeps the sinks alive
+  }
+  return total;
+}
+
 double measure_level(const Level& l) {
   const std::int64_t iterations = 4'000'000;
   std::vector<double> rates;
   for (int rep = 0; rep < 8; ++rep) {
     std::int64_t total = 0;
-    const double s = seconds_of([&] {
-#pragma omp parallel reduction(+ : total)
-      {
-        float f = 0.0f;
-        int i = 0;
-        total += l.run(iterations, &f, &i);
-        if (f == 12345.0f && i == 12345) std::printf(" ");  // keeps the sinks alive
-      }
-    });
+    const double s = seconds_of([&] { total = on_all_threads(l.run, iterations); });
     if (rep > 0) rates.push_back(static_cast<double>(total) / s / 1e9);
   }
   return *std::max_element(rates.begin(), rates.end());
 }
 
-// Per dtype, the best level's rate and that level's name.
+// Per dtype, the best level's rate and its loop.
 struct BestPeak {
   double gmacs = 0.0;
-  std::string level;
+  PeakLoop run = nullptr;
 };
 std::map<std::string, BestPeak>& peak_cache() {
   static std::map<std::string, BestPeak> cache;
@@ -224,7 +232,7 @@ nlohmann::json measure_peaks(bool print) {
     if (!l.available) continue;
     const double g = measure_level(l);
     BestPeak& best = peak_cache()[l.dtype];
-    if (g > best.gmacs) best = {g, l.name};
+    if (g > best.gmacs) best = {g, l.run};
     if (print)
       std::printf("peak %-4s %-12s %8.1f G multiply-adds/s on %d threads (%.1f per thread)\n", l.dtype, l.name, g,
                   threads, g / threads);
@@ -257,28 +265,17 @@ std::int64_t run_peak_loop(const std::string& dtype) {
   const double rate = peak_gmacs(dtype);
   const auto it = peak_cache().find(dtype);
   if (it == peak_cache().end() || rate <= 0.0) return 0;
-  for (const Level& l : peak_levels()) {
-    if (l.dtype != dtype || it->second.level != l.name) continue;
-    float f = 0.0f;
-    int i = 0;
-    // multiply-adds per iteration (the AMX loop counts its steps in 32 iterations)
-    constexpr std::int64_t kProbe = 64;
-    const double per_iteration = static_cast<double>(l.run(kProbe, &f, &i)) / kProbe;
-    // about kPeakLoopSeconds on each thread at the rate the peak suite measured
-    const double per_thread = rate * 1e9 / omp_get_max_threads();
-    const std::int64_t iterations =
-        std::max<std::int64_t>(1, static_cast<std::int64_t>(kPeakLoopSeconds * per_thread / std::max(per_iteration, 1.0)));
-    std::int64_t total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-      float tf = 0.0f;
-      int ti = 0;
-      total += l.run(iterations, &tf, &ti);
-      if (tf == 12345.0f && ti == 12345) std::printf(" ");  // keeps the sinks alive
-    }
-    return total;
-  }
-  return 0;
+  const auto run = it->second.run;
+  float f = 0.0f;
+  int i = 0;
+  // multiply-adds per iteration (the AMX loop counts its steps in 32 iterations)
+  constexpr std::int64_t kProbe = 64;
+  const double per_iteration = static_cast<double>(run(kProbe, &f, &i)) / kProbe;
+  // about kPeakLoopSeconds on each thread at the rate the peak suite measured
+  const double per_thread = rate * 1e9 / omp_get_max_threads();
+  const std::int64_t iterations =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(kPeakLoopSeconds * per_thread / std::max(per_iteration, 1.0)));
+  return on_all_threads(run, iterations);
 }
 
 }  // namespace eggroll::cli::benchlib

@@ -89,7 +89,7 @@ void Noiser::matmul(ForwardContext& ctx, const Param& w, const float* x, float* 
   const std::int64_t m = w.rows(), n = w.cols();
   check(ctx.view != nullptr, "Noiser::matmul needs a population view");
   // W's pack, made once for the view's epoch (or the caller's packs), not in every call
-  const PackedWeights* packed = ctx.packs ? ctx.packs->packed(w, ctx.backend) : ctx.view->packed(w, ctx.backend);
+  const PackedWeights* packed = ctx.packed(w);
   if (!w.perturbed() || !active())
     return ctx.backend.linear(ctx.batch(), m, n, x, w.value.data<float>(), nullptr, after, y, packed);
   // The factors are made present by the backend, for the members it is about to read (ready()):

@@ -241,6 +241,16 @@ const PackedWeights* PopulationView::qpacked(const Param& w, Backend& backend) {
 
 const PackedWeights* PopulationView::packed(const Param& w, Backend& backend) { return packs_.packed(w, backend); }
 
+const PackedWeights* ForwardContext::packed(const Param& w) const {
+  if (packs) return packs->packed(w, backend);
+  return view ? view->packed(w, backend) : nullptr;
+}
+
+const PackedWeights* ForwardContext::qpacked(const Param& w) const {
+  if (packs) return packs->qpacked(w, backend);
+  return view ? view->qpacked(w, backend) : nullptr;
+}
+
 void for_blocks(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn) {
   if (n <= 0) return;
   const std::int64_t blocks = std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), n));

@@ -77,7 +77,7 @@ Tensor linear(ForwardContext& ctx, const Param& w, const Param* b, const Tensor&
     ctx.view->noiser().matmul(ctx, w, x.data<float>(), y.data<float>(), e);
   else
     ctx.backend.linear({1, x.dim(0)}, m, w.cols(), x.data<float>(), w.value.data<float>(), nullptr, e, y.data<float>(),
-                       ctx.packs ? ctx.packs->packed(w, ctx.backend) : nullptr);
+                       ctx.packed(w));
   return y;
 }
 

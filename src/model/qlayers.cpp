@@ -21,12 +21,6 @@ void check_input(const ForwardContext& ctx, const Tensor& x, std::int64_t featur
     check(x.dim(0) == ctx.batch().rows(), op, ": input has ", x.dim(0), " rows, expected ", ctx.batch().rows());
 }
 
-// W in the backend's qmm layout, kept across calls, or null (packed within the call).
-const PackedWeights* packed_of(ForwardContext& ctx, const Param& w) {
-  if (ctx.packs) return ctx.packs->qpacked(w, ctx.backend);
-  return ctx.view ? ctx.view->qpacked(w, ctx.backend) : nullptr;
-}
-
 // A vector parameter as (pointer, row stride): per member when perturbed (cached in the view),
 // shared otherwise.
 struct VectorRows {
@@ -66,7 +60,7 @@ Tensor qlinear_add(ForwardContext& ctx, const Param& w, const Tensor& x, const T
   else
     ctx.backend.qmm(batch_of(ctx, x), w.rows(), w.cols(), x.data<std::int8_t>(), w.value.data<std::int8_t>(),
                     QFactors{w.rows(), w.cols(), 1, nullptr, nullptr, 0}, y.data<std::int8_t>(), add,
-                    packed_of(ctx, w));
+                    ctx.qpacked(w));
   return y;
 }
 

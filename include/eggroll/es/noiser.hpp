@@ -177,6 +177,10 @@ struct ForwardContext {
   // Packed weights for the matmuls of unperturbed parameters (all of them without a view), kept
   // across calls; null: a view's own, or packed within each call without one.
   WeightPacks* packs = nullptr;
+  // Matrix w in the backend's layout for linear (float) or qmm (int8): the caller's packs, else
+  // the view's, else null (the call packs W itself).
+  const PackedWeights* packed(const Param& w) const;
+  const PackedWeights* qpacked(const Param& w) const;
   std::int64_t members() const { return !view ? 0 : (n_members < 0 ? view->size() - member_begin : n_members); }
   // The global index of the context's j-th member.
   std::int64_t member(std::int64_t j) const { return view->begin() + member_begin + j; }
