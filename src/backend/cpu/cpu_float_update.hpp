@@ -105,8 +105,10 @@ struct Update {
   // tile_loop at rank 1 from the tile's packed broadcast values. At rank 1 a step of the unpacked
   // tile reads a line of another term's block for its ROWS values alone (at rank r, the same line
   // serves r steps). Packed, bench/update_throughput summed the medium model's rank-1 shapes
-  // about 18% faster on one thread (docs/results.md); at rank 4 a packing by shuffles made the
-  // medium shapes 30% slower on one thread, so ranks above 1 read the blocks as before.
+  // about 18% faster on one thread, and packed row tile by row tile into a run that stays in L1,
+  // 25-40% faster again (docs/results.md); at rank 4 a packing by shuffles made the medium shapes
+  // 30% slower on one thread, and a copy per row tile read no faster, so ranks above 1 read the
+  // blocks as before.
   template <int ROWS>
   static void tile_packed(std::int64_t depth, const float* ap, const float* bp, std::int64_t ldb, float* out,
                           std::int64_t ldo, std::int64_t cols, const char* const* fetch, std::int64_t n_fetch) {
@@ -226,14 +228,15 @@ struct Update {
         const std::int64_t width_max = std::min(kBlockTiles, ct1 - ct0) * kTileCols;
         UnsetVector<float> bp(static_cast<std::size_t>(terms_per_panel * r * width_max));
         std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
-        // Rank 1: the thread's broadcast values of a depth block, packed row tile by row tile
-        // (tile_packed): ap[rt][q kTileRows + i].
+        // Rank 1: a row tile's broadcast values of a depth block, packed just before its tiles
+        // (tile_packed): ap[q kTileRows + i], 12 KiB that stay in L1 while its tiles read them.
         const bool pack_broadcast = r == 1;
         const std::int64_t tile_floats = terms_per_panel * kTileRows;
-        UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(row_tiles * tile_floats) : 0);
+        UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(tile_floats) : 0);
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
         // During its tiles the next step's packed lines and its first row tile's broadcast lines
-        // are fetched: the terms' factor blocks lie apart in memory, where the hardware
+        // (rank 1, at a new depth block: all its rows' broadcast values, which the row tiles'
+        // packing reads) are fetched: the terms' factor blocks lie apart in memory, where the hardware
         // prefetchers do not follow them, and packing them unfetched waited on memory for most of
         // its time. Each tile asks for its share of the lines among its multiply-adds, one a step
         // of its depth loop: asked for in a burst before each tile, they stalled the core on its
@@ -245,22 +248,14 @@ struct Update {
           const std::int64_t e0 = cb * kTileCols, e1 = std::min(cols, std::min(cb + kBlockTiles, ct1) * kTileCols);
           for (std::int64_t k = 0; k < terms; ++k) {
             queue.add(blocks[k0 + k] + packed_at + e0 * r, (e1 - e0) * r * 4);
-            if (!pack_broadcast) queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
+            if (!pack_broadcast)
+              queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
+            else if (cb == ct0)  // a new depth block: all the thread's broadcast values, which its packing reads
+              queue.add(blocks[k0 + k] + broadcast_at + r0, (r1 - r0) * 4);
           }
         };
         for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
           const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
-          // Rank 1: each term's values of the thread's rows, read in order (which the hardware
-          // prefetchers follow) into the tiles' packed runs.
-          if (pack_broadcast)
-            for (std::int64_t k = 0; k < terms; ++k) {
-              const float* f = blocks[k0 + k] + broadcast_at;
-              for (std::int64_t rt = 0; rt < row_tiles; ++rt) {
-                const std::int64_t a0 = tile_row(rt);
-                const Mask h = V::mask(tile_row(rt + 1) - a0);
-                V::store_masked(ap.data() + rt * tile_floats + k * kTileRows, h, V::load_masked(h, f + a0));
-              }
-            }
           for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
             const std::int64_t e0 = cb * kTileCols, width = std::min(kBlockTiles, ct1 - cb) * kTileCols;
             // Panel rows q = (k - k0) r + c: weight_k F_k[e0 .., c].
@@ -282,11 +277,21 @@ struct Update {
             }
             for (std::int64_t rt = 0; rt < row_tiles; ++rt) {
               const std::int64_t a0 = tile_row(rt), rows_here = tile_row(rt + 1) - a0;
+              if (pack_broadcast) {
+                // Rank 1: the row tile's values of each term, into the run its tiles read (in L1);
+                // two lines further on in each term's values, what the next row tiles pack.
+                const Mask h = V::mask(rows_here);
+                for (std::int64_t k = 0; k < terms; ++k) {
+                  const float* f = blocks[k0 + k] + broadcast_at + a0;
+                  __builtin_prefetch(f + 32, 0, 3);
+                  V::store_masked(ap.data() + k * kTileRows, h, V::load_masked(h, f));
+                }
+              }
               for (std::int64_t b0 = e0; b0 < std::min(cols, e0 + width); b0 += kTileCols) {
                 const std::int64_t n_fetch = queue.take(std::min(fetch_per_tile, depth), fetch.data());
                 if (fetch_per_tile > depth) queue.pump(fetch_per_tile - depth);
                 if (pack_broadcast)
-                  kPackedTiles[rows_here](depth, ap.data() + rt * tile_floats, bp.data() + (b0 - e0), width,
+                  kPackedTiles[rows_here](depth, ap.data(), bp.data() + (b0 - e0), width,
                                           dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
                                           fetch.data(), n_fetch);
                 else
