@@ -5,7 +5,10 @@
 // run to run.
 //   builds_ab --libs A/libeggroll.so.0,B/libeggroll.so.0 [--models medium,large] [--ranks 1,4]
 //             [--noise table,generator] [--members 2048] [--rows 1] [--threads 1] [--reps 11]
-//             [--module PATH]
+//             [--part forward|update] [--module PATH]
+// --part update: instead, the float update of the population's pairs (as tell computes it, each
+// matrix's Noiser::accumulate_gradient) right after an untimed EGGROLL forward, per build the
+// median milliseconds of an update and, against the first build, the median per-rep speed-up.
 // A library is a build's src/libeggroll.so.0.1.0 (copied anywhere, any name). Each is loaded with
 // dlmopen into a namespace of its own, then this build's module (libbuilds_ab_module.so beside
 // this program, or --module) into the same namespace, where it binds to that library. Each case
@@ -78,7 +81,7 @@ Build load(const std::string& lib, const std::string& module) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module;
+  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module, part = "forward";
   long members = 2048, rows = 1;
   int threads = 1, reps = 11;
   for (int i = 1; i < argc; i += 2) {
@@ -94,18 +97,21 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--reps") reps = std::atoi(v.c_str());
     else if (k == "--module") module = v;
+    else if (k == "--part") part = v;
     else fail("unknown option " + k);
   }
   if (split(libs).size() < 2) fail("--libs needs two or more libraries, comma-separated");
   if (members < 2 || rows < 1 || threads < 1 || reps < 1) fail("--members >= 2, --rows, --threads, --reps >= 1");
+  if (part != "forward" && part != "update") fail("--part " + part + ": expected forward or update");
+  const bool update = part == "update";
   for (const std::string& noise : split(noises))
     if (noise != "table" && noise != "generator") fail("--noise " + noise + ": expected table or generator");
   if (module.empty()) module = own_dir() + "/libbuilds_ab_module.so";
   setenv("OMP_WAIT_POLICY", "passive", 0);
   std::vector<Build> builds;
   for (const std::string& lib : split(libs)) builds.push_back(load(lib, module));
-  std::printf("%zu builds, %d thread(s), %ld members x %ld rows, %d reps; ns per row (medians)\n", builds.size(),
-              threads, members, rows, reps);
+  std::printf("%zu builds, %d thread(s), %ld members x %ld rows, %d reps; %s\n", builds.size(), threads, members,
+              rows, reps, update ? "ms per update (medians)" : "ns per row (medians)");
   for (std::size_t q = 0; q < builds.size(); ++q) std::printf("  %c: %s\n", static_cast<char>('A' + q), builds[q].lib.c_str());
   for (const std::string& model : split(models))
     for (const std::string& rank : split(ranks))
@@ -120,14 +126,31 @@ int main(int argc, char** argv) {
         for (int rep = -2; rep < reps; ++rep)  // two warm-up reps
           for (std::size_t s = 0; s < nb; ++s) {
             const std::size_t q = (s + static_cast<std::size_t>(rep + 2)) % nb;  // each build first in turn
+            if (update) {
+              const double tu = builds[q].time(cases[q], 2);
+              if (rep >= 0) egg[q].push_back(tu);
+              continue;
+            }
             const double ti = builds[q].time(cases[q], 0), te = builds[q].time(cases[q], 1);
             if (rep < 0) continue;
             infer[q].push_back(ti);
             egg[q].push_back(te);
             ratio[q].push_back(ti / te);
           }
-        const double per_row = 1e9 / static_cast<double>(members * rows);
         std::printf("%-6s r%-2s %-9s R %-3ld", model.c_str(), rank.c_str(), noise.c_str(), rows);
+        if (update) {
+          for (std::size_t q = 0; q < nb; ++q) std::printf(" | %c %8.3f", static_cast<char>('A' + q), 1e3 * median(egg[q]));
+          for (std::size_t q = 1; q < nb; ++q) {
+            std::vector<double> rel;  // A's time over this build's, rep by rep
+            for (std::size_t k = 0; k < egg[q].size(); ++k) rel.push_back(egg[0][k] / egg[q][k]);
+            std::printf(" | A/%c %.3f", static_cast<char>('A' + q), median(rel));
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+          for (std::size_t q = 0; q < nb; ++q) builds[q].close(cases[q]);
+          continue;
+        }
+        const double per_row = 1e9 / static_cast<double>(members * rows);
         for (std::size_t q = 0; q < nb; ++q)
           std::printf(" | %c %7.0f %7.0f %.3f", static_cast<char>('A' + q), median(infer[q]) * per_row,
                       median(egg[q]) * per_row, median(ratio[q]));

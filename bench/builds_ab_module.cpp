@@ -1,5 +1,5 @@
-// The side of bench/builds_ab.cpp that runs inside each build: a float MLP's plain inference and
-// EGGROLL forward through the build's own libeggroll, behind a C interface, so that builds_ab can
+// The side of bench/builds_ab.cpp that runs inside each build: a float MLP's plain inference,
+// EGGROLL forward and update through the build's own libeggroll, behind a C interface, so that builds_ab can
 // load one copy of this module per build (each in its own dlmopen namespace, beside that build's
 // library) and time them alternately in one process.
 // medium = 64-512-64, large = 256-2048-256 (no biases, ReLU), as `eggroll bench`; the rows of a
@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <vector>
 
 #include "eggroll/core/system.hpp"
 #include "eggroll/es/noiser.hpp"
@@ -32,6 +34,23 @@ struct Case {
   WeightPacks packs;  // plain inference's packed weights, made once (as `eggroll bench` keeps them)
   std::int64_t members = 0, rows_per_member = 1, chunk = 0, epoch = 0;
 };
+
+// Every member's rows through the model: plain inference (view null) or the EGGROLL forward.
+void forward_all(Case& c, PopulationView* view) {
+  for (std::int64_t first = 0; first < c.members; first += c.chunk) {
+    const std::int64_t count = std::min(c.chunk, c.members - first);
+    ForwardContext ctx =
+        view == nullptr ? ForwardContext{*c.backend} : ForwardContext{*c.backend, view, c.rows_per_member, first, count};
+    if (view == nullptr) ctx.packs = &c.packs;
+    if (count == c.chunk) {
+      c.model->forward(ctx, *c.x);
+    } else {
+      Tensor part(DType::f32, {count * c.rows_per_member, c.x->shape()[1]});
+      std::copy_n(c.x->data<float>(), part.numel(), part.data<float>());
+      c.model->forward(ctx, part);
+    }
+  }
+}
 
 }  // namespace
 
@@ -78,27 +97,32 @@ extern "C" {
   return nullptr;
 }
 
-// Seconds of one pass over every member's rows: plain inference (eggroll 0) or the EGGROLL forward.
-[[gnu::visibility("default")]] double builds_ab_time(void* handle, int eggroll) {
+// Seconds of one pass over every member's rows: plain inference (part 0) or the EGGROLL forward
+// (part 1); or (part 2) of the update alone (Noiser::accumulate_gradient over each matrix, as tell
+// calls it, with made-up fitness) right after an untimed EGGROLL forward, which leaves the factor
+// blocks where an epoch's forward leaves them.
+[[gnu::visibility("default")]] double builds_ab_time(void* handle, int part) {
   Case& c = *static_cast<Case*>(handle);
-  const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<PopulationView> view;
-  if (eggroll != 0) view = std::make_unique<PopulationView>(*c.noiser, c.epoch++, 0.01, 0, c.members);
-  for (std::int64_t first = 0; first < c.members; first += c.chunk) {
-    const std::int64_t count = std::min(c.chunk, c.members - first);
-    ForwardContext ctx =
-        view == nullptr ? ForwardContext{*c.backend} : ForwardContext{*c.backend, view.get(), c.rows_per_member, first, count};
-    if (view == nullptr) ctx.packs = &c.packs;
-    if (count == c.chunk) {
-      c.model->forward(ctx, *c.x);
-    } else {
-      Tensor part(DType::f32, {count * c.rows_per_member, c.x->shape()[1]});
-      std::copy_n(c.x->data<float>(), part.numel(), part.data<float>());
-      c.model->forward(ctx, part);
-    }
+  if (part != 0) view = std::make_unique<PopulationView>(*c.noiser, c.epoch++, 0.01, 0, c.members);
+  if (part == 2) {
+    forward_all(c, view.get());
+    std::vector<double> fitness(static_cast<std::size_t>(c.members));
+    for (std::size_t i = 0; i < fitness.size(); ++i) fitness[i] = std::sin(0.7 * static_cast<double>(i));
+    std::vector<Tensor> grads;
+    for (const Param& p : c.model->params().all())
+      if (p.low_rank()) grads.emplace_back(DType::f32, p.value.shape());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::size_t g = 0;
+    for (const Param& p : c.model->params().all())
+      if (p.low_rank()) c.noiser->accumulate_gradient(*c.backend, *view, p, fitness, grads[g++]);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  forward_all(c, view.get());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
 
 [[gnu::visibility("default")]] void builds_ab_close(void* handle) { delete static_cast<Case*>(handle); }
 
