@@ -71,17 +71,22 @@ struct Update {
   }
 
   // The broadcast values in the blocks themselves: a[q] points at the first row, column c of the
-  // term's broadcast factor (rows, r); skip: the tile's first row's offset from it.
+  // term's broadcast factor (rows, r); skip: the tile's first row's offset from it; depth: the
+  // tile's steps.
   template <int ROWS>
   struct FromBlocks {
     const float* const* a;
-    std::int64_t skip, r, c = 0;
+    std::int64_t skip, r, depth, c = 0;
     const float* step(std::int64_t q) {
       const float* aq = a[q] + skip;
-      // the next row tile's values of this term, a line for each of its r products (ROWS r values
-      // from aq - c + ROWS r): the terms' factor blocks lie apart in memory, where the hardware
-      // prefetchers do not follow them
-      __builtin_prefetch(aq + ROWS * r + 15 * c, 0, 3);
+      // The terms' factor blocks lie apart in memory, where the hardware prefetchers do not follow
+      // them: the next row tile's values of this term into L2, a line for each of its r products
+      // (ROWS r values from aq - c + ROWS r), and this row tile's of the term four on into L1.
+      // (The next row tile's into L1 were mostly evicted before their turn: the tile's panel
+      // alone fills L1. Both fetches read 1-6% faster than that one on two threads: builds_ab
+      // --part update, docs/results.md, fortieth pass.)
+      __builtin_prefetch(aq + ROWS * r + 15 * c, 0, 2);
+      if (q + 4 * r < depth) __builtin_prefetch(a[q + 4 * r] + skip + 15 * c, 0, 3);
       c = c + 1 == r ? 0 : c + 1;
       return aq;
     }
@@ -99,7 +104,7 @@ struct Update {
   static void tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
                    std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols, const char* const* fetch,
                    std::int64_t n_fetch) {
-    tile_loop<ROWS>(depth, FromBlocks<ROWS>{a, skip, r}, bp, ldb, out, ldo, cols, fetch, n_fetch);
+    tile_loop<ROWS>(depth, FromBlocks<ROWS>{a, skip, r, depth}, bp, ldb, out, ldo, cols, fetch, n_fetch);
   }
 
   // tile_loop at rank 1 from the tile's packed broadcast values. At rank 1 a step of the unpacked
