@@ -145,19 +145,16 @@ int main(int argc, char** argv) {
             for (std::size_t k = 0; k < egg[q].size(); ++k) rel.push_back(egg[0][k] / egg[q][k]);
             std::printf(" | A/%c %.3f", static_cast<char>('A' + q), median(rel));
           }
-          std::printf("\n");
-          std::fflush(stdout);
-          for (std::size_t q = 0; q < nb; ++q) builds[q].close(cases[q]);
-          continue;
-        }
-        const double per_row = 1e9 / static_cast<double>(members * rows);
-        for (std::size_t q = 0; q < nb; ++q)
-          std::printf(" | %c %7.0f %7.0f %.3f", static_cast<char>('A' + q), median(infer[q]) * per_row,
-                      median(egg[q]) * per_row, median(ratio[q]));
-        for (std::size_t q = 1; q < nb; ++q) {
-          std::vector<double> rel;
-          for (std::size_t k = 0; k < ratio[q].size(); ++k) rel.push_back(ratio[q][k] / ratio[0][k]);
-          std::printf(" | %c/A %.3f", static_cast<char>('A' + q), median(rel));
+        } else {
+          const double per_row = 1e9 / static_cast<double>(members * rows);
+          for (std::size_t q = 0; q < nb; ++q)
+            std::printf(" | %c %7.0f %7.0f %.3f", static_cast<char>('A' + q), median(infer[q]) * per_row,
+                        median(egg[q]) * per_row, median(ratio[q]));
+          for (std::size_t q = 1; q < nb; ++q) {
+            std::vector<double> rel;
+            for (std::size_t k = 0; k < ratio[q].size(); ++k) rel.push_back(ratio[q][k] / ratio[0][k]);
+            std::printf(" | %c/A %.3f", static_cast<char>('A' + q), median(rel));
+          }
         }
         std::printf("\n");
         std::fflush(stdout);

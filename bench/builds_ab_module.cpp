@@ -123,7 +123,6 @@ extern "C" {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-
 [[gnu::visibility("default")]] void builds_ab_close(void* handle) { delete static_cast<Case*>(handle); }
 
 }  // extern "C"

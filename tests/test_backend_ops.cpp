@@ -155,7 +155,7 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
 
 // The perturbed forward x (W + coef_j A_j B_j^T)^T: shapes that reach the GEMM's k blocking
 // (n > 256), its narrow-output path (m <= 4), edge tiles, every rank kind, unperturbed members,
-// and (16 rows per member, n > 512) x . B in k blocks over a member's groups of rows.
+// and (16 rows per member, n 1100) the transposed x . B over several groups of long rows.
 void add_perturbed_matmul_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t members, rpm, m, n, r, zero_member; bool null_block; };
   for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{13, 1, 33, 65, 1, 4, true}, S{5, 3, 40, 300, 2, 1, false},

@@ -111,7 +111,7 @@ struct Update {
   // tile reads a line of another term's block for its ROWS values alone (at rank r, the same line
   // serves r steps). Packed, bench/update_throughput summed the medium model's rank-1 shapes
   // about 18% faster on one thread, and packed row tile by row tile into a run that stays in L1,
-  // 25-40% faster again (docs/results.md); at rank 4 a packing by shuffles made the medium shapes
+  // 1.16-1.29 times as fast again in one process (docs/results.md); at rank 4 a packing by shuffles made the medium shapes
   // 30% slower on one thread, and a copy per row tile read no faster, so ranks above 1 read the
   // blocks as before.
   template <int ROWS>
