@@ -5,7 +5,11 @@
 // run to run.
 //   builds_ab --libs A/libeggroll.so.0,B/libeggroll.so.0 [--models medium,large] [--ranks 1,4]
 //             [--noise table,generator] [--members 2048] [--rows 1] [--threads 1] [--reps 11]
-//             [--part forward|update] [--module PATH]
+//             [--part forward|update] [--dtype f32|int8] [--module PATH]
+// --dtype int8: the int8 MLPs of `eggroll bench` (forward only).
+// --models lm: the EGG language model's training epoch (as bench/lm_throughput: width 256, 6
+// layers, 100 tokens, population --members, int8 whatever --dtype says), per build the median
+// milliseconds of an epoch and, against the first build, the median per-rep speed-up.
 // --part update: instead, the float update of the population's pairs (as tell computes it, each
 // matrix's Noiser::accumulate_gradient) right after an untimed EGGROLL forward, per build the
 // median milliseconds of an update and, against the first build, the median per-rep speed-up.
@@ -13,7 +17,8 @@
 // dlmopen into a namespace of its own, then this build's module (libbuilds_ab_module.so beside
 // this program, or --module) into the same namespace, where it binds to that library. Each case
 // prints, per build, the median ns per row of plain inference and of the EGGROLL forward and the
-// median of the per-rep ratio; then each build's median per-rep ratio over the first build's.
+// median of the per-rep ratio; then each build's median per-rep ratio over the first build's, and
+// the median per-rep speed-up of its plain inference and of its EGGROLL forward over the first's.
 // OMP_WAIT_POLICY defaults to passive here: every namespace has an OpenMP runtime of its own, whose
 // idle threads must not spin while another build runs.
 #include <dlfcn.h>
@@ -52,7 +57,7 @@ std::string own_dir() {
 
 struct Build {
   std::string lib;
-  void* (*open)(const char*, int, const char*, long, long, int) = nullptr;
+  void* (*open)(const char*, const char*, int, const char*, long, long, int) = nullptr;
   double (*time)(void*, int) = nullptr;
   void (*close)(void*) = nullptr;
 };
@@ -81,7 +86,7 @@ Build load(const std::string& lib, const std::string& module) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module, part = "forward";
+  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module, part = "forward", dtype = "f32";
   long members = 2048, rows = 1;
   int threads = 1, reps = 11;
   for (int i = 1; i < argc; i += 2) {
@@ -98,36 +103,41 @@ int main(int argc, char** argv) {
     else if (k == "--reps") reps = std::atoi(v.c_str());
     else if (k == "--module") module = v;
     else if (k == "--part") part = v;
+    else if (k == "--dtype") dtype = v;
     else fail("unknown option " + k);
   }
   if (split(libs).size() < 2) fail("--libs needs two or more libraries, comma-separated");
   if (members < 2 || rows < 1 || threads < 1 || reps < 1) fail("--members >= 2, --rows, --threads, --reps >= 1");
   if (part != "forward" && part != "update") fail("--part " + part + ": expected forward or update");
   const bool update = part == "update";
+  if (dtype != "f32" && dtype != "int8") fail("--dtype " + dtype + ": expected f32 or int8");
+  if (update && dtype != "f32") fail("--part update times the float update only (--dtype f32)");
   for (const std::string& noise : split(noises))
     if (noise != "table" && noise != "generator") fail("--noise " + noise + ": expected table or generator");
   if (module.empty()) module = own_dir() + "/libbuilds_ab_module.so";
   setenv("OMP_WAIT_POLICY", "passive", 0);
   std::vector<Build> builds;
   for (const std::string& lib : split(libs)) builds.push_back(load(lib, module));
-  std::printf("%zu builds, %d thread(s), %ld members x %ld rows, %d reps; %s\n", builds.size(), threads, members,
-              rows, reps, update ? "ms per update (medians)" : "ns per row (medians)");
+  std::printf("%zu builds, %s, %d thread(s), %ld members x %ld rows, %d reps; %s\n", builds.size(), dtype.c_str(),
+              threads, members, rows, reps,
+              update ? "ms per update (medians)" : "ns per row (medians); lm: ms per epoch (medians)");
   for (std::size_t q = 0; q < builds.size(); ++q) std::printf("  %c: %s\n", static_cast<char>('A' + q), builds[q].lib.c_str());
   for (const std::string& model : split(models))
     for (const std::string& rank : split(ranks))
       for (const std::string& noise : split(noises)) {
         std::vector<void*> cases;
         for (const Build& b : builds) {
-          cases.push_back(b.open(model.c_str(), std::atoi(rank.c_str()), noise.c_str(), members, rows, threads));
+          cases.push_back(b.open(model.c_str(), dtype.c_str(), std::atoi(rank.c_str()), noise.c_str(), members, rows, threads));
           if (cases.back() == nullptr) return 1;  // the module said why
         }
         const std::size_t nb = builds.size();
         std::vector<std::vector<double>> infer(nb), egg(nb), ratio(nb);
+        const bool single = update || model == "lm";  // one part timed: the update, or the LM's step
         for (int rep = -2; rep < reps; ++rep)  // two warm-up reps
           for (std::size_t s = 0; s < nb; ++s) {
             const std::size_t q = (s + static_cast<std::size_t>(rep + 2)) % nb;  // each build first in turn
-            if (update) {
-              const double tu = builds[q].time(cases[q], 2);
+            if (single) {
+              const double tu = builds[q].time(cases[q], update ? 2 : 3);
               if (rep >= 0) egg[q].push_back(tu);
               continue;
             }
@@ -138,7 +148,7 @@ int main(int argc, char** argv) {
             ratio[q].push_back(ti / te);
           }
         std::printf("%-6s r%-2s %-9s R %-3ld", model.c_str(), rank.c_str(), noise.c_str(), rows);
-        if (update) {
+        if (single) {
           for (std::size_t q = 0; q < nb; ++q) std::printf(" | %c %8.3f", static_cast<char>('A' + q), 1e3 * median(egg[q]));
           for (std::size_t q = 1; q < nb; ++q) {
             std::vector<double> rel;  // A's time over this build's, rep by rep
@@ -151,9 +161,15 @@ int main(int argc, char** argv) {
             std::printf(" | %c %7.0f %7.0f %.3f", static_cast<char>('A' + q), median(infer[q]) * per_row,
                         median(egg[q]) * per_row, median(ratio[q]));
           for (std::size_t q = 1; q < nb; ++q) {
-            std::vector<double> rel;
-            for (std::size_t k = 0; k < ratio[q].size(); ++k) rel.push_back(ratio[q][k] / ratio[0][k]);
-            std::printf(" | %c/A %.3f", static_cast<char>('A' + q), median(rel));
+            // the ratio's change, and each part's speed-up (A's time over this build's), rep by rep
+            std::vector<double> rel, infer_up, egg_up;
+            for (std::size_t k = 0; k < ratio[q].size(); ++k) {
+              rel.push_back(ratio[q][k] / ratio[0][k]);
+              infer_up.push_back(infer[0][k] / infer[q][k]);
+              egg_up.push_back(egg[0][k] / egg[q][k]);
+            }
+            std::printf(" | %c/A %.3f (inference x%.3f, EGGROLL x%.3f)", static_cast<char>('A' + q), median(rel),
+                        median(infer_up), median(egg_up));
           }
         }
         std::printf("\n");
