@@ -203,19 +203,25 @@ void tile_kernel_fused(const std::uint8_t* xu, std::int64_t x_stride, const std:
 }
 
 // The same epilogue from sums already stored (acc, the tile's first row and column, at row stride
-// acc_stride) without their bias (the tile's columns' at bias), as the AMX tiles leave them.
+// acc_stride) without their bias (the tile's columns' at bias), as the AMX tiles leave them; a null
+// bias: sums that need none (signed x).
 template <class Rows, int RT, int CT>
 void tile_finish_stored(const std::int32_t* acc, std::int64_t acc_stride, const std::int32_t* bias,
                         const typename Rows::Row* rows, const typename Rows::Context& context,
                         const ByteWriter& writer, int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride,
                         std::int64_t cols) {
-  __m512i c[RT * CT], b[CT];
-#pragma GCC unroll 4
-  for (int t = 0; t < CT; ++t) b[t] = _mm512_loadu_si512(bias + t * 16);
+  __m512i c[RT * CT];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
 #pragma GCC unroll 4
-    for (int t = 0; t < CT; ++t) c[i * CT + t] = _mm512_add_epi32(_mm512_loadu_si512(acc + i * acc_stride + t * 16), b[t]);
+    for (int t = 0; t < CT; ++t) c[i * CT + t] = _mm512_loadu_si512(acc + i * acc_stride + t * 16);
+  if (bias != nullptr)
+#pragma GCC unroll 4
+    for (int t = 0; t < CT; ++t) {
+      const __m512i b = _mm512_loadu_si512(bias + t * 16);
+#pragma GCC unroll 8
+      for (int i = 0; i < RT; ++i) c[i * CT + t] = _mm512_add_epi32(c[i * CT + t], b);
+    }
   finish_fused<Rows, RT, CT>(c, rows, context, writer, shift, a0, y, y_stride, cols);
 }
 
@@ -230,13 +236,6 @@ struct StoredTile {
   template <int RT, int CT>
   static auto fn() { return tile_finish_stored<Rows, RT, CT>; }
 };
-
-// count zeros (grow-only, the calling thread's): the bias of sums that need none.
-const std::int32_t* zero_bias(std::int64_t count) {
-  thread_local std::vector<std::int32_t> zeros;
-  if (static_cast<std::int64_t>(zeros.size()) < count) zeros.resize(static_cast<std::size_t>(count), 0);
-  return zeros.data();
-}
 
 // The rows [i0, i1) of x (rows, n) for AMX tiles on x's own bytes: in place, unless the block's last
 // 16-row tile would read past x's last row; then a copy (this thread's buffer) with 15 zero rows after.
@@ -275,7 +274,7 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   }
   const std::int8_t* wp = prepacked ? g.packed->wp.data() : p.wp.data();
   const std::int32_t* bias = prepacked ? g.packed->bias.data() : p.bias.data();
-  const std::int32_t* tile_bias = raw ? zero_bias(p.m_blocks * 16) : bias;  // what the tiles' epilogues add
+
   const std::int64_t m64 = round_up(g.m, 64), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     if (!prepacked) {
@@ -315,17 +314,22 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
         amx_accumulate(xb, p.x_stride, i1 - i0, wp, p.n_groups, b0, b1, acc.data(), m64, raw);
       };
       // The block's tiles with the epilogue in registers (Rows: the fused rows' kind). With AMX, each
-      // panel's accumulators are summed just before its epilogues, so they are read back from L1.
+      // panel's accumulators are summed a panel before its epilogues, so they are read back from L1.
       const auto fused_tiles = [&](auto kind, const auto* rows, const auto& context) {
         using Rows = typename decltype(kind)::type;
+        // AMX: one panel ahead, so that the epilogues read sums stored a panel earlier, not ones
+        // whose stores are still in flight (each panel's columns of acc are its own)
+        if (amx) amx_blocks(0, std::min<std::int64_t>(kColBlocks, p.m_blocks));
         for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
           const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
-          if (amx) amx_blocks(b0, b0 + ct);
+          if (amx && b0 + kColBlocks < p.m_blocks)
+            amx_blocks(b0 + kColBlocks, std::min<std::int64_t>(b0 + 2 * kColBlocks, p.m_blocks));
           for (std::int64_t i = i0; i < i1; i += kRowTile) {
             ahead.pump(per_tile);
             const int rt = static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i));
             if (amx)
-              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64, tile_bias + b0 * 16,
+              kernel_for<StoredTile<Rows>>(rt, ct)(acc.data() + (i - i0) * m64 + b0 * 16, m64,
+                                                   raw ? nullptr : bias + b0 * 16,
                                                    rows + (i - i0), context,
                                                    epi.writer(), g.f->shift, b0 * 16, g.y + i * g.m + b0 * 16, g.m,
                                                    g.m - b0 * 16);
