@@ -174,7 +174,7 @@ template <class Rows, int RT, int CT>
                                                 const typename Rows::Context& context, const ByteWriter& writer,
                                                 int shift, std::int64_t a0, std::int8_t* y, std::int64_t y_stride,
                                                 std::int64_t cols) {
-  const __m128i count = _mm_cvtsi32_si128(shift);
+  const __m512i count = _mm512_set1_epi32(shift);
   const __mmask64 mask = byte_mask(cols);
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i) {

@@ -33,6 +33,7 @@ class ByteWriter {
   explicit ByteWriter(const FloorClip& div) : div_(div) {
     for (int s = 0; s < 31; ++s)
       if (div.d == (std::int64_t{1} << s)) shift_ = s;
+    shifts_ = _mm512_set1_epi32(shift_);
   }
 
   // y[0 .. 64) under mask = clip(floor(t[v][l] / D_n)) for output 16 v + l.
@@ -42,14 +43,16 @@ class ByteWriter {
     // packs work per 128-bit lane: lane L now holds t0[4L..], t1[4L..], t2[4L..], t3[4L..] (4 bytes each)
     const __m512i bytes = _mm512_packs_epi16(q01, q23);
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    const __m512i y8 = _mm512_max_epi8(_mm512_permutexvar_epi32(order, bytes), _mm512_set1_epi8(-127));
+    const __m512i y8 = _mm512_max_epi8(_mm512_permutexvar_epi32(order, bytes), floor_);
     _mm512_mask_storeu_epi8(y, mask, y8);
   }
 
  private:
-  // floor(t / D_n), exact wherever the result lies in [-128, 127] and saturating beyond.
+  // floor(t / D_n), exact wherever the result lies in [-128, 127] and saturating beyond. (Shifts by
+  // a vector of counts, here and in the corrections below: one instruction on the shift port, where
+  // a shift by an xmm count is two, one of them on the port the packs and permutes need.)
   __m512i quotient(__m512i t) const {
-    if (shift_ >= 0) return _mm512_sra_epi32(t, _mm_cvtsi32_si128(shift_));
+    if (shift_ >= 0) return _mm512_srav_epi32(t, shifts_);
     const __m512i lo = _mm512_set1_epi32(static_cast<std::int32_t>(-128 * div_.d));
     const __m512i hi = _mm512_set1_epi32(static_cast<std::int32_t>(128 * div_.d - 1));
     const __m512i magic = _mm512_set1_epi64(static_cast<std::int64_t>(div_.magic));
@@ -61,6 +64,9 @@ class ByteWriter {
 
   FloorClip div_;
   int shift_ = -1;
+  __m512i shifts_;                                 // shift_ in every lane
+  __m512i floor_ = _mm512_set1_epi8(-127);         // the lowest output byte (read from here: built in
+                                                   // the loop it costs a broadcast per store)
 };
 
 // The rows of a block whose epilogue runs in the tile's registers, at rank 1: each row's member's
@@ -78,11 +84,11 @@ template <bool Short>
 struct Rank1RowsOf {
   using Row = Rank1Row;
   struct Context {};
-  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
+  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m512i shift) {
     const __m512i a = _mm512_loadu_si512(row.a32 + av);
     if constexpr (Short)
-      return _mm512_sra_epi32(_mm512_madd_epi16(_mm512_set1_epi32(row.xb & 0xFFFF), a), shift);
-    return _mm512_sra_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), a), shift);
+      return _mm512_srav_epi32(_mm512_madd_epi16(_mm512_set1_epi32(row.xb & 0xFFFF), a), shift);
+    return _mm512_srav_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(row.xb), a), shift);
   }
 };
 using Rank1Rows = Rank1RowsOf<false>;
@@ -422,7 +428,7 @@ template <int R, bool Wide>
 struct PairRows {
   using Row = PairRow;
   struct Context {};
-  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m128i shift) {
+  static __m512i correction(const Row& row, const Context&, std::int64_t av, std::int64_t, __m512i shift) {
     const std::int16_t* a = row.a16 + av * R;
     __m512i p = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -433,7 +439,7 @@ struct PairRows {
       for (int q = 0; q < R / 2; ++q) h = _mm512_dpwssd_epi32(h, _mm512_set1_epi32(row.hi[q]), _mm512_loadu_si512(a + 32 * q));
       p = _mm512_add_epi32(p, _mm512_slli_epi32(h, 15));
     }
-    return _mm512_sra_epi32(p, shift);
+    return _mm512_srav_epi32(p, shift);
   }
 };
 

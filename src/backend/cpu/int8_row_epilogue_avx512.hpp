@@ -246,13 +246,13 @@ class RowEpilogue {
   // acc + s floor(p / 2^S) then fits int32. Rank 1: p = xb A[a].
   void row_rank1_int32(const std::int32_t* acc, std::int32_t xb, const MemberFactors& mf, std::int8_t* y) {
     const __m512i xbv = _mm512_set1_epi32(xb);
-    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    const __m512i count = _mm512_set1_epi32(g_.f->shift);
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
       __m512i t[4];
       for (int v = 0; v < 4; ++v) {
         const std::int64_t av = a0 + 16 * v;
         const __m128i a8 = _mm_maskz_loadu_epi8(static_cast<__mmask16>(byte_mask(g_.m - av)), mf.a + av);
-        const __m512i corr = _mm512_sra_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
+        const __m512i corr = _mm512_srav_epi32(_mm512_mullo_epi32(xbv, _mm512_cvtepi8_epi32(a8)), count);
         const __m512i a32 = stored(acc, av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
@@ -297,7 +297,8 @@ class RowEpilogue {
   void row_rank_n_int32(const std::int32_t* acc, const std::int32_t* xb, const MemberFactors& mf, std::int8_t* y) {
     const RankSplit split = split_xb(xb, splits_needed(xb));
     const std::int32_t* a_sum = a_sums<R>(mf.a);
-    const __m128i count = _mm_cvtsi32_si128(g_.f->shift), bias = _mm_cvtsi32_si128(split.bias);
+    const __m512i count = _mm512_set1_epi32(g_.f->shift);
+    const __m128i bias = _mm_cvtsi32_si128(split.bias);
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 64) {
       __m512i t[4];
       for (int v = 0; v < 4; ++v) {
@@ -305,7 +306,7 @@ class RowEpilogue {
         __m512i raw0, raw1;
         load_a_rows<R>(mf.a, av, g_.m - av, raw0, raw1);
         const __m512i p = rank_product<R>(split, lanes_, raw0, raw1, _mm512_sll_epi32(_mm512_loadu_si512(a_sum + av), bias));
-        const __m512i corr = _mm512_sra_epi32(p, count), a32 = stored(acc, av);
+        const __m512i corr = _mm512_srav_epi32(p, count), a32 = stored(acc, av);
         t[v] = mf.sign > 0 ? _mm512_add_epi32(a32, corr) : _mm512_sub_epi32(a32, corr);
       }
       writer_.store64(t, y + a0, byte_mask(g_.m - a0));
