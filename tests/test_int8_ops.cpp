@@ -172,6 +172,28 @@ TEST(Int8Hand, FloorClipIsExactForEveryDivisor) {
   }
 }
 
+TEST(Int8Hand, SimdFloorClipIsExactForEveryDivisor) {
+  // The AVX-512 writer (float arithmetic for the divisors that are not powers of two) against
+  // FloorClip on every accumulator where the clip is not decided, for every D_n, and at the int32
+  // extremes. Every value the writer takes is an int32 (its callers saturate wider sums first).
+  const std::vector<std::string> all = cpu_int8::levels();
+  if (std::find(all.begin(), all.end(), "avx512_vnni") == all.end()) GTEST_SKIP() << "no avx512_vnni level here";
+  std::vector<std::int32_t> t;
+  std::vector<std::int8_t> got;
+  for (std::int64_t q = 1; q <= 364; ++q) {
+    const std::int64_t d = 16 * q;
+    const cpu_int8::FloorClip div(d);
+    t.clear();
+    for (std::int64_t acc = -129 * d; acc <= 128 * d + 1; ++acc) t.push_back(static_cast<std::int32_t>(acc));
+    for (std::int64_t e : {INT32_MIN, INT32_MIN + 1, -(1 << 24) - 1, 1 << 24, (1 << 24) + 1, INT32_MAX - 1, INT32_MAX})
+      t.push_back(static_cast<std::int32_t>(e));
+    got.assign(t.size(), 0);
+    cpu_int8::detail::floor_clip_avx512(d, t.data(), static_cast<std::int64_t>(t.size()), got.data());
+    for (std::size_t i = 0; i < t.size(); ++i)
+      if (got[i] != div(t[i])) FAIL() << "d = " << d << " acc = " << t[i] << ": " << int{got[i]} << " against " << int{div(t[i])};
+  }
+}
+
 TEST(Int8Hand, L1NormReciprocalFloorIsExact) {
   // The AVX-512 ql1_norm's floor(fma(p, float(1 / mav), 2^-8)) against floor(p / mav) for every
   // product p = x w and every mav it can meet.

@@ -137,6 +137,9 @@ void qmm_scalar(const QmmArgs& args);
 void qmm_avx2(const QmmArgs& args);
 // amx: the tiles' accumulators computed on AMX tiles (cpu_int8_amx.hpp), the rest as without.
 void qmm_avx512_vnni(const QmmArgs& args, bool amx);
+// y[i] = clip(floor(t[i] / d)) by the AVX-512 level's output writer (its ByteWriter), for the tests
+// that hold it to FloorClip on every value that matters; CPUs with the avx512_vnni level only.
+void floor_clip_avx512(std::int64_t d, const std::int32_t* t, std::int64_t count, std::int8_t* y);
 
 // The discrete update's pairs as the level kernels receive them: the j-th rank-1 term
 // (j = k r + c over the pairs with d != 0) contributes coef[j] * Bp-column j, coef[j] = d_k A_k[a][c].

@@ -380,6 +380,16 @@ void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   });
 }
 
+void floor_clip_avx512(std::int64_t d, const std::int32_t* t, std::int64_t count, std::int8_t* y) {
+  const ByteWriter writer{FloorClip(d)};
+  for (std::int64_t i = 0; i < count; i += 64) {
+    __m512i v[4];
+    for (int q = 0; q < 4; ++q)
+      v[q] = _mm512_maskz_loadu_epi32(avx512::first_lanes(count - i - 16 * q), t + i + 16 * q);
+    writer.store64(v, y + i, byte_mask(count - i));
+  }
+}
+
 std::shared_ptr<const PackedW> pack_avx512_vnni(std::int64_t m, std::int64_t n, const std::int8_t* w) {
   auto out = std::make_shared<PackedW>();
   const std::int64_t n_groups = (n + 3) / 4, m_blocks = (m + 15) / 16;
