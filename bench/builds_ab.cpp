@@ -5,8 +5,9 @@
 // run to run.
 //   builds_ab --libs A/libeggroll.so.0,B/libeggroll.so.0 [--models medium,large] [--ranks 1,4]
 //             [--noise table,generator] [--members 2048] [--rows 1] [--threads 1] [--reps 11]
-//             [--part forward|update] [--dtype f32|int8] [--module PATH]
-// --dtype int8: the int8 MLPs of `eggroll bench` (forward only).
+//             [--part forward|update] [--dtype f32|int8] [--simd LEVEL] [--module PATH]
+// --dtype int8: the int8 MLPs of `eggroll bench` (forward only). --simd: the kernels' SIMD level,
+// as run.simd (auto, scalar, avx2, avx512, avx512_amx).
 // --models lm: the EGG language model's training epoch (as bench/lm_throughput: width 256, 6
 // layers, 100 tokens, population --members, int8 whatever --dtype says), per build the median
 // milliseconds of an epoch and, against the first build, the median per-rep speed-up.
@@ -57,7 +58,7 @@ std::string own_dir() {
 
 struct Build {
   std::string lib;
-  void* (*open)(const char*, const char*, int, const char*, long, long, int) = nullptr;
+  void* (*open)(const char*, const char*, int, const char*, long, long, int, const char*) = nullptr;
   double (*time)(void*, int) = nullptr;
   void (*close)(void*) = nullptr;
 };
@@ -86,7 +87,7 @@ Build load(const std::string& lib, const std::string& module) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module, part = "forward", dtype = "f32";
+  std::string libs, models = "medium,large", ranks = "1,4", noises = "table", module, part = "forward", dtype = "f32", simd = "auto";
   long members = 2048, rows = 1;
   int threads = 1, reps = 11;
   for (int i = 1; i < argc; i += 2) {
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
     else if (k == "--module") module = v;
     else if (k == "--part") part = v;
     else if (k == "--dtype") dtype = v;
+    else if (k == "--simd") simd = v;
     else fail("unknown option " + k);
   }
   if (split(libs).size() < 2) fail("--libs needs two or more libraries, comma-separated");
@@ -127,7 +129,8 @@ int main(int argc, char** argv) {
       for (const std::string& noise : split(noises)) {
         std::vector<void*> cases;
         for (const Build& b : builds) {
-          cases.push_back(b.open(model.c_str(), dtype.c_str(), std::atoi(rank.c_str()), noise.c_str(), members, rows, threads));
+          cases.push_back(b.open(model.c_str(), dtype.c_str(), std::atoi(rank.c_str()), noise.c_str(), members, rows, threads,
+                                simd.c_str()));
           if (cases.back() == nullptr) return 1;  // the module said why
         }
         const std::size_t nb = builds.size();

@@ -90,9 +90,11 @@ void forward_all(Case& c, PopulationView* view) {
 extern "C" {
 
 // A case, or null with a message on stderr where the library refuses it (an unknown model, dtype
-// or noise source, an impossible rank). dtype: f32 or int8.
+// or noise source, an impossible rank, a SIMD level the machine lacks). dtype: f32 or int8; simd: as
+// run.simd (the kernel levels are process-wide, per build's namespace).
 [[gnu::visibility("default")]] void* builds_ab_open(const char* model, const char* dtype, int rank, const char* noise,
-                                                    long members, long rows_per_member, int threads) try {
+                                                    long members, long rows_per_member, int threads,
+                                                    const char* simd) try {
   const bool large = std::strcmp(model, "large") == 0, int8 = std::strcmp(dtype, "int8") == 0;
   if (std::strcmp(model, "lm") == 0) {  // as bench/lm_throughput: width 256, 6 layers, 100 tokens
     omp_set_num_threads(threads);
@@ -101,8 +103,9 @@ extern "C" {
     register_task_kinds();
     auto c = std::make_unique<Case>();
     c->backend = make_backend(BackendKind::cpu);
+    c->backend->set_simd(simd);
     const std::string config =
-        "[run]\nepochs = 1000000\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = " +
+        "[run]\nepochs = 1000000\nsimd = \"" + std::string(simd) + "\"\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = " +
         std::to_string(members) + "\nrank = " + std::to_string(rank) +
         "\n[model]\nkind = \"egg\"\nwidth = 256\nlayers = 6\n[task]\nkind = \"text\"\ntokens_per_epoch = 100\n";
     c->trainer = std::make_unique<Trainer>(parse_config(config, "<builds_ab>"), *c->backend);
@@ -120,6 +123,7 @@ extern "C" {
   omp_set_num_threads(threads);
   auto c = std::make_unique<Case>();
   c->backend = make_backend(BackendKind::cpu);
+  c->backend->set_simd(simd);
   const std::int64_t in = large ? 256 : 64, hidden = large ? 2048 : 512, out = in;
   if (int8) {
     c->model = std::make_unique<QMlp>(in, hidden, out);
