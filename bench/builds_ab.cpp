@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   const bool update = part == "update";
   if (dtype != "f32" && dtype != "int8") fail("--dtype " + dtype + ": expected f32 or int8");
   if (update && dtype != "f32") fail("--part update times the float update only (--dtype f32)");
+  for (const std::string& model : split(models))
+    if (update && model == "lm") fail("--part update times the MLPs' float update; --models lm times the whole epoch");
   for (const std::string& noise : split(noises))
     if (noise != "table" && noise != "generator") fail("--noise " + noise + ": expected table or generator");
   if (module.empty()) module = own_dir() + "/libbuilds_ab_module.so";

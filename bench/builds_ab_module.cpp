@@ -26,6 +26,7 @@
 #include "eggroll/noise/noise.hpp"
 #include "eggroll/task/task.hpp"
 #include "eggroll/train/trainer.hpp"
+#include "lm_config.hpp"
 
 using namespace eggroll;
 
@@ -102,13 +103,9 @@ extern "C" {
     register_model_kinds();
     register_task_kinds();
     auto c = std::make_unique<Case>();
-    c->backend = make_backend(BackendKind::cpu);
-    c->backend->set_simd(simd);
-    const std::string config =
-        "[run]\nepochs = 1000000\nsimd = \"" + std::string(simd) + "\"\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = " +
-        std::to_string(members) + "\nrank = " + std::to_string(rank) +
-        "\n[model]\nkind = \"egg\"\nwidth = 256\nlayers = 6\n[task]\nkind = \"text\"\ntokens_per_epoch = 100\n";
-    c->trainer = std::make_unique<Trainer>(parse_config(config, "<builds_ab>"), *c->backend);
+    c->backend = make_backend(BackendKind::cpu);  // the trainer sets its SIMD level (run.simd)
+    c->trainer = std::make_unique<Trainer>(parse_config(lm_config_text(256, 6, members, 100, rank, simd), "<builds_ab>"),
+                                           *c->backend);
     return c.release();
   }
   if (!large && std::strcmp(model, "medium") != 0) {

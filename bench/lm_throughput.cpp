@@ -18,18 +18,11 @@
 #include "eggroll/model/model.hpp"
 #include "eggroll/task/task.hpp"
 #include "eggroll/train/trainer.hpp"
+#include "lm_config.hpp"
 
 using namespace eggroll;
 
 namespace {
-
-std::string config_text(std::int64_t width, std::int64_t layers, std::int64_t population, std::int64_t tokens) {
-  std::ostringstream c;
-  c << "[run]\nepochs = 1000\n[es]\nnoiser = \"q_eggroll\"\nshaping = \"antithetic_sign\"\npopulation = " << population
-    << "\nrank = 1\n[model]\nkind = \"egg\"\nwidth = " << width << "\nlayers = " << layers
-    << "\n[task]\nkind = \"text\"\ntokens_per_epoch = " << tokens << "\n";
-  return c.str();
-}
 
 // Multiply-adds per member-token of the model (matmuls only).
 double macs_per_token(std::int64_t d, std::int64_t layers) {
@@ -68,7 +61,7 @@ int main(int argc, char** argv) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
   for (std::int64_t population : populations) {
-    Trainer trainer(parse_config(config_text(width, layers, population, tokens), "<bench>"), *backend);
+    Trainer trainer(parse_config(lm_config_text(width, layers, population, tokens), "<bench>"), *backend);
     std::vector<double> seconds;
     for (std::int64_t e = 0; e < epochs; ++e) seconds.push_back(trainer.train_epoch().epoch_s);
     std::vector<double> timed(seconds.begin() + 1, seconds.end());
