@@ -61,7 +61,10 @@ std::atomic<FusedBlockRows>& block_rows_rule() {
   return rule;
 }
 
-// This core's L2 in bytes as glibc reads it from the CPU, 0 where unknown.
+}  // namespace
+
+namespace detail {
+
 std::int64_t l2_bytes() {
   static const std::int64_t bytes = [] {
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -70,7 +73,7 @@ std::int64_t l2_bytes() {
   return bytes;
 }
 
-}  // namespace
+}  // namespace detail
 
 void set_fused_block_rows(FusedBlockRows rule) { block_rows_rule().store(rule, std::memory_order_relaxed); }
 
@@ -78,7 +81,7 @@ bool fused_block_rows_limited() {
   switch (block_rows_rule().load(std::memory_order_relaxed)) {
     case FusedBlockRows::fetch_budget: return true;
     case FusedBlockRows::whole: return false;
-    default: return l2_bytes() < (std::int64_t{2} << 20);
+    default: return detail::l2_bytes() < (std::int64_t{2} << 20);
   }
 }
 

@@ -157,6 +157,9 @@ class PackedPanels final : public PackedWeights {
 // thread and reused across its calls (grow-only), so concurrent callers never share one.
 float* thread_buffer(std::int64_t n_floats);
 
+// This core's L2 in bytes as glibc reads it from the CPU, 0 where unknown.
+std::int64_t l2_bytes();
+
 // Below this many multiply-adds (about 10 us on one core) a call runs on the calling thread:
 // waking a team costs more than it saves.
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 19;

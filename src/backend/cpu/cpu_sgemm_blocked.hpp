@@ -61,8 +61,22 @@ struct Blocked {
   static constexpr bool kXbTiles = kLanes == 16 && requires(const float* p) { V::xb_sum(p); };
   static constexpr std::int64_t kXbTilesMinN = 1024;
 
+  // What a tile asks for among its first k steps, one line a step, on behalf of the tiles after it
+  // (compute's order), so that it is there when they start: its share of the next panel block's
+  // lines, towards L2, and the next tile's rows of y, which its stores would otherwise wait for.
+  // Only where W's panels take more than a quarter of the core's L2 (fetch_ahead): then each row
+  // block sweeps W past the L2 (the large model's first layer, 2 MiB, made the fp32 GEMM 1.10-1.15
+  // times as fast); the medium model's 128 KiB layers stay there and ran 3-6% slower with it
+  // (docs/results.md, "The fp32 GEMM's fetches ahead").
+  struct Fetch {
+    const float* lines = nullptr;  // the first line of the next panel block to fetch (16 floats a line)
+    std::int64_t count = 0;        // how many lines from there
+    const float* y = nullptr;      // the next tile's first row and column of y (row stride ldy), or null
+  };
+
   using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
-                          const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*, const RowFinish*);
+                          const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*, const RowFinish*,
+                          const Fetch&);
 
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
@@ -77,17 +91,19 @@ struct Blocked {
   // tile also sums its rows' x . B_j (XbPass), then adds the correction (add_lowrank).
   // fin (only on the last k block): the layer's epilogue (RowFinish), on the accumulators before
   // the store where they hold the finished values and no kernel is needed, else on the stored rows.
-  template <int MR, int NV, int RANK = 0, bool XB = false>
+  // fetch: what to ask for on behalf of the tiles after this one (Fetch), among its first k steps.
+  template <int MR, int NV, int RANK = 0, bool XB = false, bool FETCH = false>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
-                   std::int64_t col, [[maybe_unused]] const XbPass* xb, const RowFinish* fin) {
+                   std::int64_t col, [[maybe_unused]] const XbPass* xb, const RowFinish* fin,
+                   [[maybe_unused]] const Fetch& fetch) {
     Reg acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v)
         acc[r][v] = first ? V::zero() : V::load_first(y + r * ldy + v * kLanes, cols - v * kLanes);
-    for (std::int64_t k = 0; k < kc; ++k) {
+    const auto step = [&](std::int64_t k) [[gnu::always_inline]] {
       Reg b[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) b[v] = V::load(panel + k * kNr + v * kLanes);
@@ -97,7 +113,27 @@ struct Blocked {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(a, b[v], acc[r][v]);
       }
+    };
+    std::int64_t k = 0;
+    if constexpr (FETCH) {
+      // The first steps also ask for what the tiles after this one will read: a line of the next
+      // tile's y and a line of the next panel block (towards L2) a step, then the rest of the
+      // block's lines, a step each. (Loops of single steps: in one of step pairs GCC spilled the
+      // accumulators of the rank-4 tile.)
+      constexpr std::int64_t kYRowLines = (kNr * 4 + 63) / 64;  // a row's kNr outputs of y
+      const std::int64_t y_lines = fetch.y != nullptr ? min64(kc, kMr * kYRowLines) : 0;
+      const std::int64_t lines = min64(kc, fetch.count);
+      for (; k < y_lines; ++k) {
+        __builtin_prefetch(fetch.y + k / kYRowLines * ldy + k % kYRowLines * 16, 0, 3);
+        if (k < lines) __builtin_prefetch(fetch.lines + k * 16, 0, 2);
+        step(k);
+      }
+      for (; k < lines; ++k) {
+        __builtin_prefetch(fetch.lines + k * 16, 0, 2);
+        step(k);
+      }
     }
+    for (; k < kc; ++k) step(k);
     if constexpr (RANK > 0) {
       if (ep != nullptr && all_perturbed<MR>(*ep, row)) {
         const float* s = ep->row_scale + row * RANK;
@@ -313,21 +349,25 @@ struct Blocked {
 
   // The full tile for a fused correction: rank 1, 2, 4, 8 or 16 in registers; otherwise the
   // plain tile (the correction after the store).
+  template <bool FETCH>
   static TileFn full_tile(const LowRankEpilogue* ep) {
-    if (ep == nullptr) return &tile<kMr, kNv>;
+    if (ep == nullptr) return &tile<kMr, kNv, 0, false, FETCH>;
     switch (ep->rank) {
-      case 1: return &tile<kMr, kNv, 1>;
-      case 2: return &tile<kMr, kNv, 2>;
-      case 4: return &tile<kMr, kNv, 4>;
-      case 8: return &tile<kMr, kNv, 8>;
-      case 16: return &tile<kMr, kNv, 16>;
-      default: return &tile<kMr, kNv>;
+      case 1: return &tile<kMr, kNv, 1, false, FETCH>;
+      case 2: return &tile<kMr, kNv, 2, false, FETCH>;
+      case 4: return &tile<kMr, kNv, 4, false, FETCH>;
+      case 8: return &tile<kMr, kNv, 8, false, FETCH>;
+      case 16: return &tile<kMr, kNv, 16, false, FETCH>;
+      default: return &tile<kMr, kNv, 0, false, FETCH>;
     }
+  }
+  static TileFn full_tile(const LowRankEpilogue* ep, bool fetch) {
+    return fetch ? full_tile<true>(ep) : full_tile<false>(ep);
   }
 
   // The first panel's full tile that also sums x . B (rank 1; XbPass).
-  static TileFn xb_tile() {
-    if constexpr (kXbTiles) return &tile<kMr, kNv, 0, true>;
+  static TileFn xb_tile(bool fetch) {
+    if constexpr (kXbTiles) return fetch ? &tile<kMr, kNv, 0, true, true> : &tile<kMr, kNv, 0, true>;
     return nullptr;
   }
 
@@ -367,13 +407,14 @@ struct Blocked {
                       std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep,
                       const RowFinish* fin, float* y, bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
-    const TileFn full = full_tile(ep);
+    const bool fetch_ahead = (m + kNr - 1) / kNr * kNr * n * 4 > l2_bytes() / 4;  // Fetch
+    const TileFn full = full_tile(ep, fetch_ahead);
     // x . B in the first panel's full tiles (XbPass): blocks prepared here, long rows, k blocks
     // starting at multiples of 64, a first panel of full width
     const bool xb_tiles = kXbTiles && prepare_blocks && ep != nullptr && ep->prepare != nullptr && ep->xb_in_tiles &&
                           ep->rank == 1 && n >= kXbTilesMinN && (n_kblocks == 1 || kc_step % 64 == 0) &&
                           (p0 + 1) * kNr <= m;
-    const TileFn first_panel = xb_tiles ? xb_tile() : full;
+    const TileFn first_panel = xb_tiles ? xb_tile(fetch_ahead) : full;
     alignas(64) float chains[kXbTiles ? kMc * 64 : 1];
     cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
@@ -402,24 +443,49 @@ struct Blocked {
           const int nv = (cols + kLanes - 1) / kLanes;
           const TileFn full_p = p == p0 ? first_panel : full;
           const XbPass* xb = xb_tiles && p == p0 ? &pass : nullptr;
+          // the panel block after this one (the next panel, else the first of the next k block or of the
+          // next row block): its lines shared out among this panel's row tiles
+          const float* next = nullptr;
+          std::int64_t next_kc = 0;
+          if (p + 1 < p1)
+            next = panel + n * kNr, next_kc = kc;
+          else if (k0 + kc < n)
+            next = packed + (p0 * n + k0 + kc) * kNr, next_kc = min64(kc_step, n - k0 - kc);
+          else if (i1 < r1)
+            next = packed + p0 * n * kNr, next_kc = min64(kc_step, n);
+          const std::int64_t next_lines = (next_kc * kNr + 15) / 16;
+          const std::int64_t share = (next_lines + (i1 - i0 + kMr - 1) / kMr - 1) / ((i1 - i0 + kMr - 1) / kMr);
+          float* const y_after_panel = p + 1 < p1      ? y + i0 * m + (p + 1) * kNr
+                                       : k0 + kc < n ? y + i0 * m + p0 * kNr
+                                       : i1 < r1     ? y + i1 * m + p0 * kNr
+                                                     : nullptr;
+          const auto fetch_for = [&](std::int64_t i) {  // the tile at row i's Fetch
+            const std::int64_t first_line = (i - i0) / kMr * share;
+            Fetch f;
+            if (!fetch_ahead) return f;
+            if (first_line < next_lines) f.lines = next + first_line * 16, f.count = min64(share, next_lines - first_line);
+            f.y = i + kMr < i1 ? y + (i + kMr) * m + p * kNr : y_after_panel;
+            return f;
+          };
           std::int64_t i = i0;
           if (nv == kNv && cols == kNr)
             for (; i + kMr <= i1; i += kMr) {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               queue.pump(fetch_per_tile);
-              full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb, fink);
+              full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb, fink,
+                     fetch_for(i));
             }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr) {
               queue.pump(fetch_per_tile);
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr,
-                             nullptr, fink);
+                             nullptr, fink, Fetch{});
             }
           for (; i < i1; i += kMr) {
             queue.pump(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
-                                                   epk, i, p * kNr, nullptr, fink);
+                                                   epk, i, p * kNr, nullptr, fink, Fetch{});
           }
         }
       }
