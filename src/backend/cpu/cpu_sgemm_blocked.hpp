@@ -64,7 +64,7 @@ struct Blocked {
   // What a tile asks for among its first k steps, one line a step, on behalf of the tiles after it
   // (compute's order), so that it is there when they start: its share of the next panel block's
   // lines, towards L2, and the next tile's rows of y, which its stores would otherwise wait for.
-  // Only where W's panels take more than a quarter of the core's L2 (fetch_ahead): then each row
+  // Only where W's panels take more than a quarter of the core's L2 (compute): then each row
   // block sweeps W past the L2 (the large model's first layer, 2 MiB, made the fp32 GEMM 1.10-1.15
   // times as fast); the medium model's 128 KiB layers stay there and ran 3-6% slower with it
   // (docs/results.md, "The fp32 GEMM's fetches ahead").
@@ -76,7 +76,7 @@ struct Blocked {
 
   using TileFn = void (*)(const float*, std::int64_t, const float*, std::int64_t, float*, std::int64_t, int, bool,
                           const LowRankEpilogue*, std::int64_t, std::int64_t, const XbPass*, const RowFinish*,
-                          const Fetch&);
+                          const Fetch*);
 
   // One micro-tile: y[r][c] for r < MR, c < cols (cols <= NV kLanes) continues its FMA chain
   // over kc more k (from +0 when first). x: (MR, >= kc), row stride ldx; panel: (kc, kNr);
@@ -91,12 +91,12 @@ struct Blocked {
   // tile also sums its rows' x . B_j (XbPass), then adds the correction (add_lowrank).
   // fin (only on the last k block): the layer's epilogue (RowFinish), on the accumulators before
   // the store where they hold the finished values and no kernel is needed, else on the stored rows.
-  // fetch: what to ask for on behalf of the tiles after this one (Fetch), among its first k steps.
+  // fetch (FETCH): what to ask for on behalf of the tiles after this one, among its first k steps.
   template <int MR, int NV, int RANK = 0, bool XB = false, bool FETCH = false>
   static void tile(const float* x, std::int64_t ldx, const float* panel, std::int64_t kc, float* y,
                    std::int64_t ldy, int cols, bool first, const LowRankEpilogue* ep, std::int64_t row,
                    std::int64_t col, [[maybe_unused]] const XbPass* xb, const RowFinish* fin,
-                   [[maybe_unused]] const Fetch& fetch) {
+                   [[maybe_unused]] const Fetch* fetch) {
     Reg acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r)
@@ -121,15 +121,15 @@ struct Blocked {
       // block's lines, a step each. (Loops of single steps: in one of step pairs GCC spilled the
       // accumulators of the rank-4 tile.)
       constexpr std::int64_t kYRowLines = (kNr * 4 + 63) / 64;  // a row's kNr outputs of y
-      const std::int64_t y_lines = fetch.y != nullptr ? min64(kc, kMr * kYRowLines) : 0;
-      const std::int64_t lines = min64(kc, fetch.count);
+      const std::int64_t y_lines = fetch->y != nullptr ? min64(kc, kMr * kYRowLines) : 0;
+      const std::int64_t lines = min64(kc, fetch->count);
       for (; k < y_lines; ++k) {
-        __builtin_prefetch(fetch.y + k / kYRowLines * ldy + k % kYRowLines * 16, 0, 3);
-        if (k < lines) __builtin_prefetch(fetch.lines + k * 16, 0, 2);
+        __builtin_prefetch(fetch->y + k / kYRowLines * ldy + k % kYRowLines * 16, 0, 3);
+        if (k < lines) __builtin_prefetch(fetch->lines + k * 16, 0, 2);
         step(k);
       }
       for (; k < lines; ++k) {
-        __builtin_prefetch(fetch.lines + k * 16, 0, 2);
+        __builtin_prefetch(fetch->lines + k * 16, 0, 2);
         step(k);
       }
     }
@@ -361,13 +361,11 @@ struct Blocked {
       default: return &tile<kMr, kNv, 0, false, FETCH>;
     }
   }
-  static TileFn full_tile(const LowRankEpilogue* ep, bool fetch) {
-    return fetch ? full_tile<true>(ep) : full_tile<false>(ep);
-  }
 
   // The first panel's full tile that also sums x . B (rank 1; XbPass).
-  static TileFn xb_tile(bool fetch) {
-    if constexpr (kXbTiles) return fetch ? &tile<kMr, kNv, 0, true, true> : &tile<kMr, kNv, 0, true>;
+  template <bool FETCH>
+  static TileFn xb_tile() {
+    if constexpr (kXbTiles) return &tile<kMr, kNv, 0, true, FETCH>;
     return nullptr;
   }
 
@@ -402,19 +400,29 @@ struct Blocked {
   }
 
   // Rows [r0, r1) x panels [p0, p1) of y from the packed panels (ep: the fused correction or null).
-  // prepare_blocks: call ep->prepare for each row block first.
+  // prepare_blocks: call ep->prepare for each row block first. The full tiles fetch ahead (Fetch)
+  // where W's panels take more than a quarter of the core's L2.
   static void compute(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
                       std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep,
                       const RowFinish* fin, float* y, bool prepare_blocks) {
+    if ((m + kNr - 1) / kNr * kNr * n * 4 > l2_bytes() / 4)
+      compute_with<true>(r0, r1, p0, p1, m, n, x, packed, ep, fin, y, prepare_blocks);
+    else
+      compute_with<false>(r0, r1, p0, p1, m, n, x, packed, ep, fin, y, prepare_blocks);
+  }
+
+  template <bool FETCH>
+  static void compute_with(std::int64_t r0, std::int64_t r1, std::int64_t p0, std::int64_t p1, std::int64_t m,
+                           std::int64_t n, const float* x, const float* packed, const LowRankEpilogue* ep,
+                           const RowFinish* fin, float* y, bool prepare_blocks) {
     const std::int64_t n_kblocks = (n + kKc - 1) / kKc, kc_step = (n + n_kblocks - 1) / n_kblocks;
-    const bool fetch_ahead = (m + kNr - 1) / kNr * kNr * n * 4 > l2_bytes() / 4;  // Fetch
-    const TileFn full = full_tile(ep, fetch_ahead);
+    const TileFn full = full_tile<FETCH>(ep);
     // x . B in the first panel's full tiles (XbPass): blocks prepared here, long rows, k blocks
     // starting at multiples of 64, a first panel of full width
     const bool xb_tiles = kXbTiles && prepare_blocks && ep != nullptr && ep->prepare != nullptr && ep->xb_in_tiles &&
                           ep->rank == 1 && n >= kXbTilesMinN && (n_kblocks == 1 || kc_step % 64 == 0) &&
                           (p0 + 1) * kNr <= m;
-    const TileFn first_panel = xb_tiles ? xb_tile(fetch_ahead) : full;
+    const TileFn first_panel = xb_tiles ? xb_tile<FETCH>() : full;
     alignas(64) float chains[kXbTiles ? kMc * 64 : 1];
     cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
     // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
@@ -443,28 +451,34 @@ struct Blocked {
           const int nv = (cols + kLanes - 1) / kLanes;
           const TileFn full_p = p == p0 ? first_panel : full;
           const XbPass* xb = xb_tiles && p == p0 ? &pass : nullptr;
-          // the panel block after this one (the next panel, else the first of the next k block or of the
-          // next row block): its lines shared out among this panel's row tiles
+          // FETCH: the panel block after this one (the next panel, else the first of the next k block
+          // or of the next row block), its lines shared out among this panel's row tiles
           const float* next = nullptr;
-          std::int64_t next_kc = 0;
-          if (p + 1 < p1)
-            next = panel + n * kNr, next_kc = kc;
-          else if (k0 + kc < n)
-            next = packed + (p0 * n + k0 + kc) * kNr, next_kc = min64(kc_step, n - k0 - kc);
-          else if (i1 < r1)
-            next = packed + p0 * n * kNr, next_kc = min64(kc_step, n);
-          const std::int64_t next_lines = (next_kc * kNr + 15) / 16;
-          const std::int64_t share = (next_lines + (i1 - i0 + kMr - 1) / kMr - 1) / ((i1 - i0 + kMr - 1) / kMr);
-          float* const y_after_panel = p + 1 < p1      ? y + i0 * m + (p + 1) * kNr
-                                       : k0 + kc < n ? y + i0 * m + p0 * kNr
-                                       : i1 < r1     ? y + i1 * m + p0 * kNr
-                                                     : nullptr;
-          const auto fetch_for = [&](std::int64_t i) {  // the tile at row i's Fetch
-            const std::int64_t first_line = (i - i0) / kMr * share;
+          std::int64_t next_lines = 0, share = 0;
+          float* y_after_panel = nullptr;
+          if constexpr (FETCH) {
+            std::int64_t next_kc = 0;
+            if (p + 1 < p1)
+              next = panel + n * kNr, next_kc = kc;
+            else if (k0 + kc < n)
+              next = packed + (p0 * n + k0 + kc) * kNr, next_kc = min64(kc_step, n - k0 - kc);
+            else if (i1 < r1)
+              next = packed + p0 * n * kNr, next_kc = min64(kc_step, n);
+            const std::int64_t row_tiles = (i1 - i0 + kMr - 1) / kMr;
+            next_lines = (next_kc * kNr + 15) / 16;
+            share = (next_lines + row_tiles - 1) / row_tiles;
+            y_after_panel = p + 1 < p1      ? y + i0 * m + (p + 1) * kNr
+                            : k0 + kc < n ? y + i0 * m + p0 * kNr
+                            : i1 < r1     ? y + i1 * m + p0 * kNr
+                                          : nullptr;
+          }
+          const auto fetch_for = [&](std::int64_t i) {  // the full tile at row i's Fetch
             Fetch f;
-            if (!fetch_ahead) return f;
-            if (first_line < next_lines) f.lines = next + first_line * 16, f.count = min64(share, next_lines - first_line);
-            f.y = i + kMr < i1 ? y + (i + kMr) * m + p * kNr : y_after_panel;
+            if constexpr (FETCH) {
+              const std::int64_t first_line = (i - i0) / kMr * share;
+              if (first_line < next_lines) f.lines = next + first_line * 16, f.count = min64(share, next_lines - first_line);
+              f.y = i + kMr < i1 ? y + (i + kMr) * m + p * kNr : y_after_panel;
+            }
             return f;
           };
           std::int64_t i = i0;
@@ -473,19 +487,21 @@ struct Blocked {
               // the next tile's A: the next rows, or the next panel's first rows
               if (ahead != nullptr) prefetch_a(*ahead, i + kMr < i1 ? i + kMr : i0, i + kMr < i1 ? p * kNr : (p + 1) * kNr);
               queue.pump(fetch_per_tile);
+              Fetch f;
+              if constexpr (FETCH) f = fetch_for(i);
               full_p(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr, xb, fink,
-                     fetch_for(i));
+                     FETCH ? &f : nullptr);
             }
           else if (nv == kNv)
             for (; i + kMr <= i1; i += kMr) {
               queue.pump(fetch_per_tile);
               tile<kMr, kNv>(x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first, epk, i, p * kNr,
-                             nullptr, fink, Fetch{});
+                             nullptr, fink, nullptr);
             }
           for (; i < i1; i += kMr) {
             queue.pump(fetch_per_tile);
             kTiles[nv - 1][min64(kMr, i1 - i) - 1](x + i * n + k0, n, panel, kc, y + i * m + p * kNr, m, cols, first,
-                                                   epk, i, p * kNr, nullptr, fink, Fetch{});
+                                                   epk, i, p * kNr, nullptr, fink, nullptr);
           }
         }
       }
