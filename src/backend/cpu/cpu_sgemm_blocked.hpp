@@ -472,13 +472,11 @@ struct Blocked {
                             : i1 < r1     ? y + i1 * m + p0 * kNr
                                           : nullptr;
           }
-          const auto fetch_for = [&](std::int64_t i) {  // the full tile at row i's Fetch
+          const auto fetch_for = [&](std::int64_t i) {  // the full tile at row i's Fetch (FETCH)
             Fetch f;
-            if constexpr (FETCH) {
-              const std::int64_t first_line = (i - i0) / kMr * share;
-              if (first_line < next_lines) f.lines = next + first_line * 16, f.count = min64(share, next_lines - first_line);
-              f.y = i + kMr < i1 ? y + (i + kMr) * m + p * kNr : y_after_panel;
-            }
+            const std::int64_t first_line = (i - i0) / kMr * share;
+            if (first_line < next_lines) f.lines = next + first_line * 16, f.count = min64(share, next_lines - first_line);
+            f.y = i + kMr < i1 ? y + (i + kMr) * m + p * kNr : y_after_panel;
             return f;
           };
           std::int64_t i = i0;

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,35 +76,29 @@ int main(int argc, char** argv) {
   for (auto& v : x) v = u(rng);
   for (auto& v : w) v = u(rng);
   std::vector<Var> vars;
-  auto P64 = Blocked<ZmmT<6, 4>>::pack_with(m, n);
   auto add = [&](std::string name, std::function<void()> f) { if (only.empty() || only.find(name) != std::string::npos || name == "base") vars.push_back({name, f, {}}); };
-  add("base", [&] { v0::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P64.get()); });
-  auto P1 = v1::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v1", [&] { v1::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P1.get()); });
-  auto P2 = v2::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v2", [&] { v2::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P2.get()); });
-  auto P3 = v3::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v3", [&] { v3::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P3.get()); });
-  auto P4 = v4::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v4", [&] { v4::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P4.get()); });
-  auto P5 = v5::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v5", [&] { v5::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P5.get()); });
-  auto P6 = v6::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v6", [&] { v6::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P6.get()); });
-  auto P7 = v7::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v7", [&] { v7::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, P7.get()); });
-  auto Pv8 = v8::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v8", [&] { v8::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Pv8.get()); });
-  auto Pv9 = v9::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v9", [&] { v9::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Pv9.get()); });
-  auto Pv10 = v10::Blocked<ZmmT<6, 4>>::pack_with(m, n);
-  add("v10", [&] { v10::Blocked<ZmmT<6, 4>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Pv10.get()); });
-  auto Q83 = Blocked<ZmmT<8, 3>>::pack_with(m, n);
-  add("t8x3", [&] { v0::Blocked<ZmmT<8, 3>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Q83.get()); });
-  auto Q122 = Blocked<ZmmT<12, 2>>::pack_with(m, n);
-  add("t12x2", [&] { v0::Blocked<ZmmT<12, 2>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Q122.get()); });
-  auto Q45 = Blocked<ZmmT<4, 5>>::pack_with(m, n);
-  add("t4x5", [&] { v0::Blocked<ZmmT<4, 5>>::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, Q45.get()); });
+  std::vector<std::shared_ptr<const eggroll::PackedWeights>> packs;
+  // one variant: driver D (a namespace's Blocked<traits>) on W packed for it
+  auto variant = [&]<class D>(std::string name, D*) {
+    packs.push_back(D::pack_with(m, n));
+    const eggroll::PackedWeights* pack = packs.back().get();
+    add(name, [&, pack] { D::run(rows, m, n, x.data(), w.data(), y.data(), nullptr, nullptr, pack); });
+  };
+  using T = ZmmT<6, 4>;
+  variant("base", static_cast<v0::Blocked<T>*>(nullptr));
+  variant("v1", static_cast<v1::Blocked<T>*>(nullptr));
+  variant("v2", static_cast<v2::Blocked<T>*>(nullptr));
+  variant("v3", static_cast<v3::Blocked<T>*>(nullptr));
+  variant("v4", static_cast<v4::Blocked<T>*>(nullptr));
+  variant("v5", static_cast<v5::Blocked<T>*>(nullptr));
+  variant("v6", static_cast<v6::Blocked<T>*>(nullptr));
+  variant("v7", static_cast<v7::Blocked<T>*>(nullptr));
+  variant("v8", static_cast<v8::Blocked<T>*>(nullptr));
+  variant("v9", static_cast<v9::Blocked<T>*>(nullptr));
+  variant("v10", static_cast<v10::Blocked<T>*>(nullptr));
+  variant("t8x3", static_cast<v0::Blocked<ZmmT<8, 3>>*>(nullptr));
+  variant("t12x2", static_cast<v0::Blocked<ZmmT<12, 2>>*>(nullptr));
+  variant("t4x5", static_cast<v0::Blocked<ZmmT<4, 5>>*>(nullptr));
   add("onednn", [&] { dnnl_sgemm('N', 'T', rows, m, n, 1.0f, x.data(), n, w.data(), n, 0.0f, y.data(), m); });
   // check equality against base
   vars[0].fn(); y0 = y;
