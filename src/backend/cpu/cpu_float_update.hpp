@@ -99,6 +99,55 @@ struct Update {
     static constexpr std::int64_t stride() { return 1; }
   };
 
+  // tile_loop from the blocks at a rank R known at compile time, a term (R steps) per iteration:
+  // one pointer per term, its broadcasts at fixed offsets from it and its fetches once per term,
+  // where FromBlocks computes an address, a fetch and the next column at every step (about as many
+  // scalar instructions as multiply-adds at rank 4). The same steps in the same order: the same
+  // bits.
+  template <int ROWS, int R>
+  static void tile_ranked(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t,
+                          const float* bp, std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols,
+                          const char* const* fetch, std::int64_t n_fetch) {
+    Mask mask[kVecs];
+    for (int v = 0; v < kVecs; ++v) mask[v] = V::mask(cols - kLanes * v);
+    Reg acc[ROWS][kVecs];
+#pragma GCC unroll 16
+    for (int i = 0; i < ROWS; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) acc[i][v] = V::load_masked(mask[v], out + i * ldo + kLanes * v);
+    const std::int64_t terms = depth / R;
+    for (std::int64_t k = 0; k < terms; ++k) {
+      const float* ak = a[k * R] + skip;
+      // As FromBlocks: the next row tile's values of this term into L2, this row tile's of the
+      // term four on into L1, a line per 16 values.
+#pragma GCC unroll 16
+      for (int c = 0; c < R; ++c) __builtin_prefetch(ak + ROWS * R + 16 * c, 0, 2);
+      if (k + 4 < terms) {
+        const float* ahead = a[(k + 4) * R] + skip;
+#pragma GCC unroll 16
+        for (int c = 0; c < R; ++c) __builtin_prefetch(ahead + 16 * c, 0, 3);
+      }
+#pragma GCC unroll 16
+      for (int c = 0; c < R; ++c) {
+        const std::int64_t q = k * R + c;
+        Reg b[kVecs];
+#pragma GCC unroll 4
+        for (int v = 0; v < kVecs; ++v) b[v] = V::load(bp + q * ldb + kLanes * v);
+        if (q < n_fetch) __builtin_prefetch(fetch[q], 0, 2);
+#pragma GCC unroll 16
+        for (int i = 0; i < ROWS; ++i) {
+          const Reg av = V::set1(ak[i * R + c]);
+#pragma GCC unroll 4
+          for (int v = 0; v < kVecs; ++v) acc[i][v] = V::fma(av, b[v], acc[i][v]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < ROWS; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) V::store_masked(out + i * ldo + kLanes * v, mask[v], acc[i][v]);
+  }
+
   // tile_loop from the blocks (any rank).
   template <int ROWS>
   static void tile(std::int64_t depth, const float* const* a, std::int64_t skip, std::int64_t r, const float* bp,
@@ -130,6 +179,22 @@ struct Update {
   }
   // kTiles[rows] = tile<rows>, 1 <= rows <= kTileRows.
   static constexpr auto kTiles = tiles_up_to(std::make_index_sequence<kTileRows>{});
+  template <int R, std::size_t... I>
+  static constexpr std::array<TileFn, sizeof...(I) + 1> ranked_tiles_up_to(std::index_sequence<I...>) {
+    return {{nullptr, &tile_ranked<static_cast<int>(I) + 1, R>...}};
+  }
+  // kRankedTiles<R>[rows] = tile_ranked<rows, R>.
+  template <int R>
+  static constexpr auto kRankedTiles = ranked_tiles_up_to<R>(std::make_index_sequence<kTileRows>{});
+  // The tiles for rank r: tile_ranked at ranks 2, 4 and 8, tile at the others.
+  static const TileFn* tiles_for_rank(std::int64_t r) {
+    switch (r) {
+      case 2: return kRankedTiles<2>.data();
+      case 4: return kRankedTiles<4>.data();
+      case 8: return kRankedTiles<8>.data();
+      default: return kTiles.data();
+    }
+  }
   template <std::size_t... I>
   static constexpr std::array<PackedTileFn, sizeof...(I) + 1> packed_tiles_up_to(std::index_sequence<I...>) {
     return {{nullptr, &tile_packed<static_cast<int>(I) + 1>...}};
@@ -236,6 +301,7 @@ struct Update {
         // Rank 1: a row tile's broadcast values of a depth block, packed just before its tiles
         // (tile_packed): ap[q kTileRows + i], 12 KiB that stay in L1 while its tiles read them.
         const bool pack_broadcast = r == 1;
+        const TileFn* const rank_tiles = tiles_for_rank(r);
         const std::int64_t tile_floats = terms_per_panel * kTileRows;
         UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(tile_floats) : 0);
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
@@ -300,7 +366,7 @@ struct Update {
                                           dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
                                           fetch.data(), n_fetch);
                 else
-                  kTiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
+                  rank_tiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
                                     dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
                                     fetch.data(), n_fetch);
               }
