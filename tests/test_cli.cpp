@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <cstring>
 #include <fstream>
@@ -161,6 +162,38 @@ TEST(Cli, BenchUpdateAndEpochWriteRecordsWithThePeakAlongside) {
       EXPECT_GT(rec[suite == "update" ? "update_s" : "epoch_s"].get<double>(), 0.0);
     }
   }
+}
+
+// The language model's step against the int8 GEMM at its shapes: the GEMM records at both row
+// counts, and the step's ratio the median of its rounds' own ratios (at least three rounds).
+TEST(Cli, BenchLmRatioIsTheMedianOfItsRounds) {
+  TempDir dir;
+  const std::string json = (dir.path() / "lm.json").string();
+  auto r = run_cli("bench --suite lm --quick --reps 1 --json " + json);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = nlohmann::json::parse(slurp(json));
+  int gemms = 0, steps = 0;
+  for (const auto& rec : records) {
+    SCOPED_TRACE(rec.dump());
+    EXPECT_EQ(rec["suite"], "lm");
+    if (rec["model"] == "int8_gemm") {
+      ++gemms;
+      EXPECT_GT(rec["gmacs"].get<double>(), 0.0);
+      continue;
+    }
+    ++steps;
+    EXPECT_EQ(rec["model"], "egg");
+    std::vector<double> rounds = rec["round_ratios"].get<std::vector<double>>();
+    ASSERT_GE(rounds.size(), 3u);
+    std::sort(rounds.begin(), rounds.end());
+    const double median = rounds.size() % 2 ? rounds[rounds.size() / 2]
+                                            : 0.5 * (rounds[rounds.size() / 2 - 1] + rounds[rounds.size() / 2]);
+    EXPECT_DOUBLE_EQ(rec["ratio"].get<double>(), median);
+    for (const char* key : {"member_tokens_per_s", "gmacs", "gemm_gmacs", "ratio_of_medians", "epoch_s"})
+      EXPECT_GT(rec[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_EQ(gemms, 6);  // three shapes at 2048 rows per thread and at the step's rows
+  EXPECT_EQ(steps, 1);
 }
 
 // --simd runs the kernels at a lower level (as run.simd), and every record says which ran.

@@ -18,8 +18,8 @@
 
 namespace eggroll::cli::benchlib {
 
-std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps,
-                                        double min_sample_s) {
+std::vector<std::vector<double>> interleaved_times(const std::vector<std::function<void()>>& fns, int reps,
+                                                   double min_sample_s) {
   constexpr double kMaxCalls = 10000;
   std::vector<int> calls(fns.size(), 1);
   std::vector<double> warm(fns.size(), 0.0);
@@ -37,8 +37,13 @@ std::vector<double> interleaved_medians(const std::vector<std::function<void()>>
                            for (int c = 0; c < calls[i]; ++c) fns[i]();
                          }) /
                          calls[i]);
+  return times;
+}
+
+std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps,
+                                        double min_sample_s) {
   std::vector<double> out;
-  for (auto& t : times) out.push_back(median(t));
+  for (const auto& t : interleaved_times(fns, reps, min_sample_s)) out.push_back(median(t));
   return out;
 }
 

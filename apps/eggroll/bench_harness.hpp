@@ -44,6 +44,9 @@ inline constexpr double kWarmupSeconds = 0.1;
 inline constexpr double kMinSampleSeconds = 0.02;
 std::vector<double> interleaved_medians(const std::vector<std::function<void()>>& fns, int reps,
                                         double min_sample_s = kMinSampleSeconds);
+// The same rounds; every round's time per call of each function: times[i][round].
+std::vector<std::vector<double>> interleaved_times(const std::vector<std::function<void()>>& fns, int reps,
+                                                   double min_sample_s = kMinSampleSeconds);
 
 // Runs fn(first_member, count, thread) over members [0, members), each thread taking a contiguous
 // block (as for_member_blocks does in training) and walking it in chunks of at most `chunk`
