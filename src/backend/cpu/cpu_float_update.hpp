@@ -37,6 +37,26 @@ struct Update {
   // column tiles per panel block (256 columns: 256 KiB at depth 256)
   static constexpr std::int64_t kBlockTiles = 256 / kTileCols;
 
+  // A tile's outputs (ROWS x kTileCols at out, row stride ldo, the first cols columns) into acc,
+  // with the masks of its columns; and back.
+  template <int ROWS>
+  [[gnu::always_inline]] static inline void load_tile(const float* out, std::int64_t ldo, std::int64_t cols,
+                                                      Mask (&mask)[kVecs], Reg (&acc)[ROWS][kVecs]) {
+    for (int v = 0; v < kVecs; ++v) mask[v] = V::mask(cols - kLanes * v);
+#pragma GCC unroll 16
+    for (int i = 0; i < ROWS; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) acc[i][v] = V::load_masked(mask[v], out + i * ldo + kLanes * v);
+  }
+  template <int ROWS>
+  [[gnu::always_inline]] static inline void store_tile(float* out, std::int64_t ldo, const Mask (&mask)[kVecs],
+                                                       const Reg (&acc)[ROWS][kVecs]) {
+#pragma GCC unroll 16
+    for (int i = 0; i < ROWS; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) V::store_masked(out + i * ldo + kLanes * v, mask[v], acc[i][v]);
+  }
+
   // acc (ROWS x kTileCols outputs at out) += sum_q A[q][i] bp[q][..), q < depth, in q order, with
   // step q's broadcast values from src: aq = src.step(q), A[q][i] = aq[i * src.stride()]. Step q
   // also asks for the line fetch[q] into L2, q < n_fetch.
@@ -45,12 +65,8 @@ struct Update {
                                                       float* out, std::int64_t ldo, std::int64_t cols,
                                                       const char* const* fetch, std::int64_t n_fetch) {
     Mask mask[kVecs];
-    for (int v = 0; v < kVecs; ++v) mask[v] = V::mask(cols - kLanes * v);
     Reg acc[ROWS][kVecs];
-#pragma GCC unroll 16
-    for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) acc[i][v] = V::load_masked(mask[v], out + i * ldo + kLanes * v);
+    load_tile<ROWS>(out, ldo, cols, mask, acc);
     for (std::int64_t q = 0; q < depth; ++q) {
       Reg b[kVecs];
 #pragma GCC unroll 4
@@ -64,10 +80,7 @@ struct Update {
         for (int v = 0; v < kVecs; ++v) acc[i][v] = V::fma(av, b[v], acc[i][v]);
       }
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) V::store_masked(out + i * ldo + kLanes * v, mask[v], acc[i][v]);
+    store_tile<ROWS>(out, ldo, mask, acc);
   }
 
   // The broadcast values in the blocks themselves: a[q] points at the first row, column c of the
@@ -109,12 +122,8 @@ struct Update {
                           const float* bp, std::int64_t ldb, float* out, std::int64_t ldo, std::int64_t cols,
                           const char* const* fetch, std::int64_t n_fetch) {
     Mask mask[kVecs];
-    for (int v = 0; v < kVecs; ++v) mask[v] = V::mask(cols - kLanes * v);
     Reg acc[ROWS][kVecs];
-#pragma GCC unroll 16
-    for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) acc[i][v] = V::load_masked(mask[v], out + i * ldo + kLanes * v);
+    load_tile<ROWS>(out, ldo, cols, mask, acc);
     const std::int64_t terms = depth / R;
     for (std::int64_t k = 0; k < terms; ++k) {
       const float* ak = a[k * R] + skip;
@@ -142,10 +151,7 @@ struct Update {
         }
       }
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < ROWS; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < kVecs; ++v) V::store_masked(out + i * ldo + kLanes * v, mask[v], acc[i][v]);
+    store_tile<ROWS>(out, ldo, mask, acc);
   }
 
   // tile_loop from the blocks (any rank).
