@@ -465,8 +465,9 @@ class LmGemmShapes {
 // discrete update) against plain int8 GEMMs at its matrix shapes, with as many rows per thread
 // as the members each thread holds (the step's rate over that GEMM rate is the ratio), and at
 // 2048 rows per thread for reference. The step's epochs and the GEMM timings at its rows take
-// turns in one sequence of rounds (interleaved_medians), as the other suites' pairs do: timed
-// minutes apart, this host's swings between minutes moved the ratio by up to a third.
+// turns in one sequence of rounds (interleaved_times), as the other suites' pairs do, and the ratio
+// is the median of the rounds' own ratios: timed minutes apart, the two read a host whose AMX rate
+// moves by 2x between stretches (docs/results.md, forty-third pass) at 0.39-0.84.
 nlohmann::json lm_suite(bool quick, int reps) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
