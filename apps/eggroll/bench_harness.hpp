@@ -103,4 +103,8 @@ nlohmann::json measure_peaks(bool print);
 // far past the caches, i.e. memory), measured once per process and size.
 double read_bandwidth(std::int64_t bytes = std::int64_t{1} << 28);
 
+// eggroll bench --suite lm (bench_lm.cpp): the records of the language model's step and of the
+// int8 GEMM at its shapes; simd: the bench's kernel level, which the step's trainer keeps.
+nlohmann::json lm_suite(bool quick, int reps, const std::string& simd);
+
 }  // namespace eggroll::cli::benchlib
