@@ -23,9 +23,13 @@ done
 $E bench --suite memory --json $O/memory.json > $O/memory.txt 2>&1
 build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator,table --members 2048 --reps 20 > $O/breakdown.txt 2>&1
 build/bench/forward_breakdown --models medium,large --ranks 1,4 --noise generator --members 2048 --rows 16 --chunk 128 --reps 10 > $O/breakdown_r16.txt 2>&1
+# OpenBLAS's SkylakeX kernels are timed beside its default choice only where the CPU has AVX-512
+# (forced on a CPU without it, they stop on an illegal instruction)
+CORETYPES=default
+grep -qw avx512f /proc/cpuinfo && CORETYPES=default,SkylakeX
 if [ -x build/bench/gemm_compare ]; then
   build/bench/gemm_compare --json $O/gemm_default.json > $O/gemm_default.txt 2>&1
-  OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
+  [ $CORETYPES = default ] || OPENBLAS_CORETYPE=SkylakeX build/bench/gemm_compare --json $O/gemm_skx.json > $O/gemm_skx.txt 2>&1
 else
   echo "cpu_speed.sh: build/bench/gemm_compare not built (needs libdnnl-dev and libopenblas-dev): skipped" >&2
 fi
@@ -36,4 +40,4 @@ fi
 # PyTorch's peak fractions against the fp32 peak this machine measured above
 PEAK=$(/usr/bin/python3 -c "import json, sys
 print(max(r['gmacs'] for r in json.load(open(sys.argv[1])) if r['dtype'] == 'f32'))" $O/peak.json)
-GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --peak-gmacs $PEAK --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes default,SkylakeX --json $O/torch.json > $O/torch.txt 2>&1
+GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824:glibc.malloc.arena_max=1 /usr/bin/python3 bench/torch_baseline.py --peak-gmacs $PEAK --models medium large --populations 1024 4096 --ranks 1 4 --rows 1 16 --coretypes $CORETYPES --json $O/torch.json > $O/torch.txt 2>&1
