@@ -116,7 +116,7 @@ TEST(Sgemm, OddShapesEqualTheChainAtEveryLevel) {
   LevelGuard guard;
   const auto all_levels = levels();
   const std::int64_t row_counts[] = {1, 5, 11, 12, 13, 25, 37};
-  const std::int64_t ms[] = {1, 2, 15, 16, 17, 31, 32, 33, 48, 49, 64, 65, 70};
+  const std::int64_t ms[] = {1, 2, 15, 16, 17, 31, 32, 33, 48, 49, 64, 65, 70, 95, 96, 121};
   const std::int64_t ns[] = {1, 2, 3, 4, 7, 16, 17, 64, 65, 255, 256, 257, 300};
   std::uint64_t seed = 1;
   for (std::int64_t rows : row_counts)

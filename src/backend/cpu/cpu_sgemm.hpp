@@ -106,8 +106,7 @@ struct LowRankEpilogue {
       prepare = nullptr;
   bool xb_in_tiles = false;
   const float* const* row_b = nullptr;  // (rows), with xb_in_tiles
-  // Rows per block of the driver, if fewer than its own (rounded down to whole tiles, at least
-  // one): so that what prepare queues for the next block fits in cache beside this one. The
+  // Rows per block of the driver, if fewer than its own (rounded up to whole tiles): so that what prepare queues for the next block fits in cache beside this one. The
   // blocking never changes a value.
   std::int64_t block_rows = 0;
 };

@@ -1,7 +1,7 @@
 // The fp32 GEMM at the AVX2 level (compiled with -mavx2 -mfma; chosen at run time when the CPU
-// has avx2 and fma but not avx512f; with the fused correction for cpu_float_avx2.cpp): 6 rows x 16
-// outputs of ymm accumulators per micro-tile, the blocked driver of cpu_sgemm_blocked.hpp. Same
-// bits as the scalar level.
+// has avx2 and fma but not avx512f; with the fused correction for cpu_float_avx2.cpp): ymm
+// accumulators in micro-tiles of a shape chosen by the outputs (Ymm), the blocked driver of
+// cpu_sgemm_blocked.hpp. Same bits as the scalar level, whatever the shape.
 #include "backend/cpu/cpu_sgemm.hpp"
 
 #if defined(__x86_64__)
@@ -13,13 +13,23 @@
 namespace eggroll::cpu_sgemm::detail {
 namespace {
 
-// 8-lane ymm traits for Blocked (cpu_sgemm_blocked.hpp). 6 x 2 accumulators + 2 panel vectors
-// + 1 broadcast = 15 of the 16 ymm registers.
+// 8-lane ymm traits for Blocked (cpu_sgemm_blocked.hpp): MR rows x NV vectors of accumulators
+// per micro-tile, in blocks of 48 rows. Three shapes, by the outputs m (with_shape):
+//   4 x 3 (24 outputs; 12 accumulators + 3 panel vectors + 1 broadcast = the 16 registers) for
+//     m >= 96: per k 3 loads and 4 broadcasts feed 12 FMAs. On a Zen 3 it ran the wide layers
+//     (2048x256, 1024x256, 512x64) 1.14-1.43 times as fast as 6 x 2, whose 6 broadcasts a step
+//     from 6 rows of x held it to about 60% of the FMA peak there;
+//   3 x 4 (32 outputs) for 32 <= m < 96 (the medium model's 64 outputs: two full panels, where
+//     24-wide panels leave a third of 16), 1.08-1.11 times 6 x 2 there;
+//   6 x 2 (16 outputs) below 32.
+// (docs/results.md, "The AVX2 GEMM's tile on a Zen 3".)
+template <int MR, int NV>
 struct Ymm {
   using Reg = __m256;
   static constexpr int kLanes = 8;
-  static constexpr int kNv = 2;
-  static constexpr int kMr = 6;
+  static constexpr int kNv = NV;
+  static constexpr int kMr = MR;
+  static constexpr std::int64_t kMc = 48 / MR * MR;
 
   static __m256i first_lanes(int count) { return avx2::first_lanes(count); }
   static Reg zero() { return _mm256_setzero_ps(); }
@@ -50,20 +60,32 @@ struct Ymm {
   static void columns(const float* p, Reg (&out)[R]) { avx2::columns<R>(p, kLanes, out); }
 };
 
+using Wide = Ymm<4, 3>;
+using Mid = Ymm<3, 4>;
+using Narrow = Ymm<6, 2>;
+
+// fn(Blocked<traits>{}) with the tile shape for m outputs (the traits' comment).
+template <class Fn>
+decltype(auto) with_shape(std::int64_t m, Fn&& fn) {
+  if (m >= 96) return fn(Blocked<Wide>{});
+  if (m >= 32) return fn(Blocked<Mid>{});
+  return fn(Blocked<Narrow>{});
+}
+
 }  // namespace
 
 void gemm_nt_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w, float* y,
                   const RowFinish* finish, const PackedWeights* packed) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y, nullptr, finish, packed);
+  with_shape(m, [&](auto b) { decltype(b)::run(rows, m, n, x, w, y, nullptr, finish, packed); });
 }
 
 void gemm_nt_lowrank_avx2(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,
                           const LowRankEpilogue& e, float* y, const RowFinish* finish, const PackedWeights* packed) {
-  Blocked<Ymm>::run(rows, m, n, x, w, y, &e, finish, packed);
+  with_shape(m, [&](auto b) { decltype(b)::run(rows, m, n, x, w, y, &e, finish, packed); });
 }
 
 std::shared_ptr<const PackedWeights> pack_avx2(std::int64_t m, std::int64_t n) {
-  return Blocked<Ymm>::pack_with(m, n);
+  return with_shape(m, [&](auto b) { return decltype(b)::pack_with(m, n); });
 }
 
 }  // namespace eggroll::cpu_sgemm::detail

@@ -41,7 +41,13 @@ struct Blocked {
   static constexpr int kNr = kLanes * kNv;        // outputs per panel
   static constexpr int kMr = V::kMr;              // rows per full micro-tile
   static constexpr std::int64_t kKc = 256;        // k block (a kKc x kNr panel block is 64 KiB at kNr 64)
-  static constexpr std::int64_t kMc = 8 * kMr;    // rows per cache block
+  // rows per cache block: the traits' kMc where they set it, else 8 tiles
+  static constexpr std::int64_t kMc = [] {
+    if constexpr (requires { V::kMc; })
+      return std::int64_t{V::kMc};
+    else
+      return std::int64_t{8 * kMr};
+  }();
 
   static std::int64_t min64(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
@@ -425,9 +431,12 @@ struct Blocked {
     const TileFn first_panel = xb_tiles ? xb_tile<FETCH>() : full;
     alignas(64) float chains[kXbTiles ? kMc * 64 : 1];
     cpu::LineQueue queue;  // what the next block of rows will read, fetched during this block's tiles
-    // rows per block: kMc, or fewer whole tiles where the correction asks (LowRankEpilogue::block_rows)
+    // rows per block: kMc, or where the correction asks for fewer (LowRankEpilogue::block_rows) the
+    // fewest whole tiles that hold them (rounded down, 4-row tiles took the large model's rank-4
+    // blocks from 6 rows to 4, a third more sweeps of W: docs/results.md, "The AVX2 GEMM's tile on a
+    // Zen 3")
     const std::int64_t mc =
-        ep != nullptr && ep->block_rows > 0 ? std::max<std::int64_t>(kMr, min64(kMc, ep->block_rows) / kMr * kMr) : kMc;
+        ep != nullptr && ep->block_rows > 0 ? min64(kMc, (ep->block_rows + kMr - 1) / kMr * kMr) : kMc;
     for (std::int64_t i0 = r0; i0 < r1; i0 += mc) {
       const std::int64_t i1 = min64(i0 + mc, r1);
       std::int64_t fetch_per_tile = 0;
