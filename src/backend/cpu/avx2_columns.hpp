@@ -15,8 +15,21 @@ inline __m256i first_lanes(std::int64_t count) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// The first `count` values at p (0 in the other lanes; nothing past them is read).
-inline __m256 load_first(const float* p, std::int64_t count) { return _mm256_maskload_ps(p, first_lanes(count)); }
+// The first `count` values at p (0 in the other lanes; nothing past them is read). A whole vector
+// by a plain load: on a Zen 3 the masked load (vmaskmovps) held x . B's loop, whose samples
+// all fell on it (docs/results.md, "Masked loads and stores on a Zen 3").
+inline __m256 load_first(const float* p, std::int64_t count) {
+  return count >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, first_lanes(count));
+}
+
+// Stores the first `count` lanes of v at p (nothing past them is written); a whole vector by a
+// plain store (a masked store, vmaskmovps to memory, is many times slower on AMD cores).
+inline void store_first(float* p, __m256 v, std::int64_t count) {
+  if (count >= 8)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, first_lanes(count), v);
+}
 
 // r[j] lane c := r[c] lane j: an 8 x 8 transpose in three rounds of two-source shuffles (24 in all).
 inline void transpose8(__m256 r[8]) {

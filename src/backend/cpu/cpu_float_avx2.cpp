@@ -140,7 +140,7 @@ struct Avx2 {
       for (std::int64_t e = 0; e < rows; e += 8) {
         const std::int64_t count = std::min<std::int64_t>(8, rows - e);
         avx2::columns<R>(in + e * R, count, column);
-        for (int c = 0; c < R; ++c) _mm256_maskstore_ps(out + c * rows + e, avx2::first_lanes(count), column[c]);
+        for (int c = 0; c < R; ++c) avx2::store_first(out + c * rows + e, column[c], count);
       }
     });
     if (done) return;
@@ -164,11 +164,10 @@ struct Avx2 {
   }
   static void add_rank(const float* from, const float* at, const float* s, std::int64_t m, std::int64_t r, float* y) {
     for (std::int64_t a = 0; a < m; a += 8) {
-      const __m256i mask = avx2::first_lanes(m - a);
-      __m256 acc = _mm256_maskload_ps(from + a, mask);
+      __m256 acc = load_first(from + a, m - a);
       for (std::int64_t c = 0; c < r; ++c)
-        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + c), _mm256_maskload_ps(at + c * m + a, mask), acc);
-      _mm256_maskstore_ps(y + a, mask, acc);
+        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + c), load_first(at + c * m + a, m - a), acc);
+      avx2::store_first(y + a, acc, m - a);
     }
   }
   static void gemm_lowrank(std::int64_t rows, std::int64_t m, std::int64_t n, const float* x, const float* w,

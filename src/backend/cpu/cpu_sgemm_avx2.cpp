@@ -39,7 +39,7 @@ struct Ymm {
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
   static Reg relu(Reg v) { return _mm256_max_ps(v, zero()); }  // 0 for NaN (the second operand)
-  static Reg load_first(const float* p, int count) { return _mm256_maskload_ps(p, first_lanes(count)); }
+  static Reg load_first(const float* p, int count) { return avx2::load_first(p, count); }
   static Reg rank_fma(const float* p, std::int64_t rank, int count, const float* s, Reg acc) {
     if (avx2::with_power_of_two_rank(rank, [&](auto r) {
           constexpr int R = decltype(r)::value;
@@ -53,7 +53,7 @@ struct Ymm {
       acc = fma(broadcast(s + c), _mm256_mask_i32gather_ps(zero(), p + c, index, _mm256_castsi256_ps(first_lanes(count)), 4), acc);
     return acc;
   }
-  static void store_first(float* p, Reg v, int count) { _mm256_maskstore_ps(p, first_lanes(count), v); }
+  static void store_first(float* p, Reg v, int count) { avx2::store_first(p, v, count); }
   static void transpose(Reg r[8]) { avx2::transpose8(r); }
   template <int R>
     requires(R <= 8)
