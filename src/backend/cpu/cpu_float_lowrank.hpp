@@ -130,6 +130,14 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       next->add(block, (whole_blocks ? block_floats : n * r) * 4);
       queued = block;
     }
+    // With several rows per member and rank > 1, the next block's rows of x as well: its prepare
+    // reads them first (x . B), and where they come from memory (a layer's input written for all
+    // of the call's rows) the products waited on them with nothing to hide behind (docs/results.md,
+    // "Masked loads and stores on a Zen 3"). Queued whether or not the factors are.
+    if (transposed && next != nullptr && last < batch.rows()) {
+      const std::int64_t next_last = std::min(batch.rows(), 2 * last - first);
+      next->add(x + last * n, (next_last - last) * n * 4);
+    }
     UnsetVector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
     float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch
     UnsetVector<float>* at_next = nullptr;
