@@ -188,8 +188,15 @@ struct UpdateYmm {
   static Mask mask(std::int64_t count) { return avx2::first_lanes(count); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
-  static Reg load_masked(Mask m, const float* p) { return _mm256_maskload_ps(p, m); }
-  static void store_masked(float* p, Mask m, Reg v) { _mm256_maskstore_ps(p, m, v); }
+  // Whole vectors by plain loads and stores (as avx2::load_first and store_first).
+  static bool whole(Mask m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)) == 0xFF; }
+  static Reg load_masked(Mask m, const float* p) { return whole(m) ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m); }
+  static void store_masked(float* p, Mask m, Reg v) {
+    if (whole(m))
+      _mm256_storeu_ps(p, v);
+    else
+      _mm256_maskstore_ps(p, m, v);
+  }
   static Reg set1(float f) { return _mm256_set1_ps(f); }
   static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
