@@ -5,7 +5,13 @@
 // unchanged copy (base) and oneDNN's dnnl_sgemm, on prepacked W. Built with
 //   g++ -O3 -std=c++20 -fopenmp -mavx2 -mfma -ffp-contract=off -I src -I include -I V \
 //       harness.cpp -L build/src -leggroll -ldnnl
-// and run as  harness ROWS M N REPS [NAMES].
+// and run as  harness ROWS M N REPS [NAMES] (NAMES: a comma-separated subset; base always runs).
+// The copies V/v0.hpp .. V/v6.hpp came from the header at commit 3d51bbe by
+//   sed -e 's/namespace eggroll::cpu_sgemm::detail {/namespace eggroll::cpu_sgemm::detail::vN {/' \
+//       -e 's/#pragma once//' src/backend/cpu/cpu_sgemm_blocked.hpp > V/vN.hpp
+// with kMc = 8 * kMr (v0), 16 * kMr (v1), 24 * kMr (v2), 32 * kMr (v3), 12 * kMr (v6), and kKc =
+// 128 (v4; v5: 128 with kMc = 24 * kMr). Variant names: mc96 .. mc192 and kc128 (6 x 16 tiles),
+// t4x3 / t4x3mc144 / t4x3mc48 (4 rows x 3 vectors in v0 / v2 / v6), t4x2, t3x4.
 #include <immintrin.h>
 #include <dnnl.h>
 #include <omp.h>
