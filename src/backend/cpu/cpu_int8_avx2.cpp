@@ -41,14 +41,24 @@ T* thread_buffer(int which, std::int64_t n) {
   return v.data();
 }
 
-// The operands of one qmm call as int16 k-pairs: xp (rows, n_pairs) int32 = (x[2 p], x[2 p + 1]),
-// wp (m_blocks, n_pairs, 8, 2) int16 = W[8 blk + l][2 p + e], zero padded (the calling thread's
-// buffers, shared by the team).
+// W of one qmm call as int16 k-pairs: wp (m_blocks, n_pairs, 8, 2) int16 = W[8 blk + l][2 p + e],
+// zero padded (the calling thread's buffer, shared by the team). The rows of x are widened a block
+// at a time by the thread that computes them (widen_rows).
 struct Packed {
   std::int64_t n_pairs = 0, m_blocks = 0;
-  std::int16_t* xp = nullptr;
   std::int16_t* wp = nullptr;
 };
+
+// xp (rows i0 .. i1 of x, n_pairs int32 each) = (x[i][2 p], x[i][2 p + 1]) widened to int16, zero
+// past n.
+void widen_rows(const QmmArgs& g, std::int64_t n_pairs, std::int64_t i0, std::int64_t i1, std::int16_t* xp) {
+  for (std::int64_t i = i0; i < i1; ++i) {
+    std::int16_t* xi = xp + (i - i0) * 2 * n_pairs;
+    const std::int8_t* x = g.x + i * g.n;
+    for (std::int64_t k = 0; k < g.n; ++k) xi[k] = x[k];
+    if (g.n % 2 != 0) xi[g.n] = 0;
+  }
+}
 
 void pack_w_block(const QmmArgs& g, Packed& p, std::int64_t blk) {
   std::int16_t* out = p.wp + blk * p.n_pairs * 16;
@@ -462,24 +472,20 @@ void qmm_avx2(const QmmArgs& g) {
   Packed p;
   p.n_pairs = (g.n + 1) / 2;
   p.m_blocks = (g.m + 7) / 8;
-  p.xp = thread_buffer<std::int16_t>(0, rows * 2 * p.n_pairs);
   p.wp = thread_buffer<std::int16_t>(1, p.m_blocks * p.n_pairs * 16);
   const std::int64_t m32 = round_up(g.m, 32), n_tiles = (rows + kRowTile - 1) / kRowTile;
   cpu_parallel::team(rows * g.m * g.n > kParallelMinWork, [&](std::int64_t t, std::int64_t n_threads) {
     const auto [b0, b1] = cpu_parallel::share(p.m_blocks, t, n_threads);
     for (std::int64_t blk = b0; blk < b1; ++blk) pack_w_block(g, p, blk);
-    const auto [r0, r1] = cpu_parallel::share(rows, t, n_threads);
-    for (std::int64_t i = r0; i < r1; ++i) {
-      std::int16_t* xi = p.xp + i * 2 * p.n_pairs;
-      const std::int8_t* x = g.x + i * g.n;
-      for (std::int64_t k = 0; k < g.n; ++k) xi[k] = x[k];
-      if (g.n % 2 != 0) xi[g.n] = 0;
-    }
-    cpu_parallel::barrier(n_threads);  // every row converted and W packed before any tile
+    cpu_parallel::barrier(n_threads);  // W packed before any tile
     const std::int64_t begin = std::min(rows, n_tiles * t / n_threads * kRowTile);
     const std::int64_t end = std::min(rows, n_tiles * (t + 1) / n_threads * kRowTile);
     RowEpilogue epi(g, m32);
     std::int32_t* acc = thread_buffer<std::int32_t>(0, kRowBlock * m32);  // this team thread's own
+    // this team thread's own too: its block's rows of x, widened while they are in cache (all rows
+    // at once, before the tiles, wrote and reread megabytes: docs/results.md, "Masked loads and
+    // stores on a Zen 3")
+    std::int16_t* xp = thread_buffer<std::int16_t>(0, kRowBlock * 2 * p.n_pairs);
     cpu::LineQueue ahead;  // the next block's factor blocks and addend, fetched among this block's tiles
     queue_block(g, begin, std::min(end, begin + kRowBlock), ahead);
     ahead.pump(-1);
@@ -487,12 +493,13 @@ void qmm_avx2(const QmmArgs& g) {
     for (std::int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
       const std::int64_t i1 = std::min(end, i0 + kRowBlock);
       queue_block(g, i1, std::min(end, i1 + kRowBlock), ahead);
+      widen_rows(g, p.n_pairs, i0, i1, xp);
       const std::int64_t per_tile = (ahead.lines_left() + tiles_per_block - 1) / tiles_per_block;
       for (std::int64_t b0 = 0; b0 < p.m_blocks; b0 += kColBlocks) {
         const int ct = static_cast<int>(std::min<std::int64_t>(kColBlocks, p.m_blocks - b0));
         for (std::int64_t i = i0; i < i1; i += kRowTile, ahead.pump(per_tile))
           tile_for(static_cast<int>(std::min<std::int64_t>(kRowTile, i1 - i)), ct)(
-              p.xp + i * 2 * p.n_pairs, 2 * p.n_pairs, p.wp + b0 * p.n_pairs * 16, p.n_pairs * 16, p.n_pairs,
+              xp + (i - i0) * 2 * p.n_pairs, 2 * p.n_pairs, p.wp + b0 * p.n_pairs * 16, p.n_pairs * 16, p.n_pairs,
               acc + (i - i0) * m32 + b0 * 8, m32);
       }
       ahead.pump(-1);
