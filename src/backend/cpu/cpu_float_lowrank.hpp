@@ -122,7 +122,8 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // (docs/results/cpu_speed/history.md, nineteenth pass).
     const float* queued = nullptr;
     const bool queue_next = next != nullptr && f.fill == nullptr && (whole_blocks || b_parts);
-    const std::int64_t next_end = queue_next ? std::min(batch.rows(), 2 * last - first) : last;
+    const std::int64_t next_block_end = std::min(batch.rows(), 2 * last - first);  // the next block's rows end
+    const std::int64_t next_end = queue_next ? next_block_end : last;
     for (std::int64_t i = last; i < next_end; i += rows_per_member) {
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
@@ -134,10 +135,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // reads them first (x . B), and where they come from memory (a layer's input written for all
     // of the call's rows) the products waited on them with nothing to hide behind (docs/results.md,
     // "Masked loads and stores on a Zen 3"). Queued whether or not the factors are.
-    if (transposed && next != nullptr && last < batch.rows()) {
-      const std::int64_t next_last = std::min(batch.rows(), 2 * last - first);
-      next->add(x + last * n, (next_last - last) * n * 4);
-    }
+    if (transposed && next != nullptr && last < next_block_end) next->add(x + last * n, (next_block_end - last) * n * 4);
     UnsetVector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
     float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch
     UnsetVector<float>* at_next = nullptr;
