@@ -1,7 +1,6 @@
-// The cpu int8 kernels at the AVX2 level (compiled with -mavx2; chosen at run time when the CPU has
-// AVX2 but not AVX-512 VNNI). int8 operands are widened to int16 and multiplied with vpmaddwd, so no
+// The cpu int8 matmul (qmm) at the AVX2 level (compiled with -mavx2; chosen at run time when the CPU
+// has AVX2 but not AVX-512 VNNI; the update's kernels: cpu_int8_update_avx2.cpp). int8 operands are widened to int16 and multiplied with vpmaddwd, so no
 // product or pair sum can saturate. Results equal the scalar level bit for bit.
-#include "backend/cpu/avx2_columns.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/line_queue.hpp"
 #include "backend/int8_ops.hpp"
@@ -14,8 +13,12 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/int8_planes_avx2.hpp"
+
 namespace eggroll::cpu_int8::detail {
 namespace {
+
+using namespace planes_avx2;
 
 // qmm tiling: kRowTile rows x kColBlocks * 8 outputs of int32 accumulators in registers.
 constexpr int kRowTile = 6;
@@ -135,146 +138,6 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
   alignas(32) std::int8_t out[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(out), clipped);
   std::memcpy(y, out, static_cast<std::size_t>(count));
-}
-
-// The 16 values at `v` (int8) widened to int16 and stored at out.
-inline void store_widened(__m128i v, std::int16_t* out) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepi8_epi16(v));
-}
-
-// The ranks with a shuffled widening and a vector rank sum (R = 2, 4, 8, 16): a call of
-// fn(integral_constant<int, R>) at them, false at any other rank.
-template <typename Fn>
-bool with_plane_rank(std::int64_t rank, Fn&& fn) {
-  if (rank == 16) {
-    fn(std::integral_constant<int, 16>{});
-    return true;
-  }
-  return avx2::with_power_of_two_rank(rank, fn);
-}
-
-bool plane_rank(std::int64_t rank) { return with_plane_rank(rank, [](auto) {}); }
-
-// widen_planes for R = 16: rows k .. k + 15 of `in` (16 bytes each) as a 16 x 16 byte transpose.
-// Register q holds rows q (low lane) and q + 8 (high lane); three rounds of unpacks (bytes, words,
-// dwords) leave in each lane two columns of its 8 rows, and a qword permute puts a column's 16 rows
-// in one 128-bit half.
-void widen_16_rows_rank16(const std::int8_t* in, std::int64_t rows, std::int64_t k, std::int16_t* planes) {
-  __m256i v[8], u[8];
-  for (int q = 0; q < 8; ++q)
-    v[q] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(in + (k + q + 8) * 16),
-                               reinterpret_cast<const __m128i*>(in + (k + q) * 16));
-  for (int q = 0; q < 4; ++q) {  // u[q]: columns 0-7 of rows 2 q, 2 q + 1, a word a column; u[q + 4]: 8-15
-    u[q] = _mm256_unpacklo_epi8(v[2 * q], v[2 * q + 1]);
-    u[q + 4] = _mm256_unpackhi_epi8(v[2 * q], v[2 * q + 1]);
-  }
-  // v[4 h + q] (q = 0, 1): columns 8 h .. 8 h + 3 of rows 4 q .. 4 q + 3, a dword a column;
-  // v[4 h + q + 2]: columns 8 h + 4 .. 8 h + 7 of the same rows
-  for (int h = 0; h < 2; ++h)
-    for (int q = 0; q < 2; ++q) {
-      v[4 * h + q] = _mm256_unpacklo_epi16(u[4 * h + 2 * q], u[4 * h + 2 * q + 1]);
-      v[4 * h + q + 2] = _mm256_unpackhi_epi16(u[4 * h + 2 * q], u[4 * h + 2 * q + 1]);
-    }
-  for (int h = 0; h < 2; ++h)
-    for (int j = 0; j < 2; ++j) {
-      const __m256i lo = _mm256_unpacklo_epi32(v[4 * h + 2 * j], v[4 * h + 2 * j + 1]);
-      const __m256i hi = _mm256_unpackhi_epi32(v[4 * h + 2 * j], v[4 * h + 2 * j + 1]);
-      const int c = 8 * h + 4 * j;  // lo: columns c, c + 1; hi: columns c + 2, c + 3 (8 rows a lane each)
-      const __m256i pairs[2] = {_mm256_permute4x64_epi64(lo, 0xD8), _mm256_permute4x64_epi64(hi, 0xD8)};
-      for (int e = 0; e < 2; ++e) {
-        store_widened(_mm256_castsi256_si128(pairs[e]), planes + (c + 2 * e) * rows + k);
-        store_widened(_mm256_extracti128_si256(pairs[e], 1), planes + (c + 2 * e + 1) * rows + k);
-      }
-    }
-}
-
-// planes[c * rows + k] = in[k * R + c] widened to int16: a row-major (rows x R) int8 block as R planes,
-// 16 rows a step by byte shuffles (R = 2, 4, 8, 16), the last rows one by one.
-template <int R>
-void widen_planes(const std::int8_t* in, std::int64_t rows, std::int16_t* planes) {
-  // per 128-bit lane: the bytes of each column together, 16 / R of them a column
-  const __m256i by_column = R == 2   ? _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4,
-                                                         6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
-                                     : _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8,
-                                                         12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const auto load = [&](std::int64_t k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k * R)); };
-  const auto put = [&](int c, std::int64_t k, __m256i v) {  // columns c (low lane) and c + R / 2 (high lane)
-    store_widened(_mm256_castsi256_si128(v), planes + c * rows + k);
-    store_widened(_mm256_extracti128_si256(v, 1), planes + (c + R / 2) * rows + k);
-  };
-  std::int64_t k = 0;
-  for (; k + 16 <= rows; k += 16) {
-    if constexpr (R == 16) {
-      widen_16_rows_rank16(in, rows, k, planes);
-    } else if constexpr (R == 2) {  // qwords: [c0 rows 0-7, c1 rows 0-7 | c0 rows 8-15, c1 rows 8-15]
-      const __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(load(k), by_column), 0xD8);
-      store_widened(_mm256_castsi256_si128(v), planes + k);
-      store_widened(_mm256_extracti128_si256(v, 1), planes + rows + k);
-    } else if constexpr (R == 4) {  // each register: qword c = column c of its 8 rows
-      const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-      const __m256i a = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(load(k), by_column), order);
-      const __m256i b = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(load(k + 8), by_column), order);
-      put(0, k, _mm256_unpacklo_epi64(a, b));
-      put(1, k, _mm256_unpackhi_epi64(a, b));
-    } else {  // R == 8: each register, lane L: dword c = column 4 L + c of its 4 rows
-      const __m256i halves = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-      __m256i y[4];
-      for (int q = 0; q < 4; ++q)
-        y[q] = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(load(k + 4 * q), halves), by_column);
-      const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
-      const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
-      put(0, k, _mm256_unpacklo_epi64(t0, t2));
-      put(1, k, _mm256_unpackhi_epi64(t0, t2));
-      put(2, k, _mm256_unpacklo_epi64(t1, t3));
-      put(3, k, _mm256_unpackhi_epi64(t1, t3));
-    }
-  }
-  for (; k < rows; ++k)
-    for (int c = 0; c < R; ++c) planes[c * rows + k] = in[k * R + c];
-}
-
-// pairs[p * 2 rows + 2 e + j] = in[e * R + 2 p + j] widened to int16: a row-major (rows x R) int8
-// block as R / 2 planes of int16 pairs, one int32 a row, for vpmaddwd against two ranks at once; 8
-// rows a step (R = 2: the bytes as they are; 4: a dword permute; 8, 16: per 4 planes, a 4 x 4 dword
-// transpose in each lane), the last rows one by one.
-template <int R>
-void widen_pair_planes(const std::int8_t* in, std::int64_t rows, std::int16_t* pairs) {
-  const auto bytes16 = [&](std::int64_t e) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + e)));
-  };
-  const auto put = [&](int p, std::int64_t e, __m256i v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(pairs + p * 2 * rows + 2 * e), v);
-  };
-  std::int64_t e = 0;
-  for (; e + 8 <= rows; e += 8) {
-    if constexpr (R == 2) {
-      put(0, e, bytes16(2 * e));
-    } else if constexpr (R == 4) {  // per register (4 rows): the rows' pair 0, then their pair 1
-      const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-      const __m256i lo = _mm256_permutevar8x32_epi32(bytes16(4 * e), order);
-      const __m256i hi = _mm256_permutevar8x32_epi32(bytes16(4 * e + 16), order);
-      put(0, e, _mm256_permute2x128_si256(lo, hi, 0x20));
-      put(1, e, _mm256_permute2x128_si256(lo, hi, 0x31));
-    } else {  // v[q]: pairs 4 g .. 4 g + 3 of row e + q (low lane) and of row e + q + 4 (high lane)
-      for (int g = 0; g < R / 8; ++g) {
-        __m256i v[4];
-        for (int q = 0; q < 4; ++q) {
-          const auto row = [&](std::int64_t i) {
-            return _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i * R + 8 * g)));
-          };
-          v[q] = _mm256_set_m128i(row(e + q + 4), row(e + q));
-        }
-        const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-        const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-        put(4 * g, e, _mm256_unpacklo_epi64(t0, t2));
-        put(4 * g + 1, e, _mm256_unpackhi_epi64(t0, t2));
-        put(4 * g + 2, e, _mm256_unpacklo_epi64(t1, t3));
-        put(4 * g + 3, e, _mm256_unpackhi_epi64(t1, t3));
-      }
-    }
-  }
-  for (; e < rows; ++e)
-    for (int c = 0; c < R; ++c) pairs[(c / 2) * 2 * rows + 2 * e + c % 2] = in[e * R + c];
 }
 
 // A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
@@ -436,35 +299,6 @@ class RowEpilogue {
   std::vector<std::int64_t> corr_, xb_;
 };
 
-// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += the term pairs [j0, j1): int32 in registers
-// (coef pair broadcast, vpmaddwd against Bp), then added into the int64 z (columns past n skipped).
-template <int AT>
-void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1) {
-  __m256i c[AT * 2];
-#pragma GCC unroll 16
-  for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
-  for (std::int64_t jp = j0; jp < j1; ++jp) {
-    const std::int16_t* bj = g.bp_at(jp, b0);  // 16 columns: one block's slice
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj + 16));
-#pragma GCC unroll 8
-    for (int i = 0; i < AT; ++i) {
-      const __m256i cf = _mm256_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
-      c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(cf, w0));
-      c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(cf, w1));
-    }
-  }
-  alignas(32) std::int32_t part[AT][16];
-#pragma GCC unroll 8
-  for (int i = 0; i < AT; ++i) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i]), c[2 * i]);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
-  }
-  const std::int64_t cols = std::min<std::int64_t>(16, g.n - b0);
-  for (int i = 0; i < AT; ++i)
-    for (std::int64_t b = 0; b < cols; ++b) g.z[(a0 + i) * g.n + b0 + b] += part[i][b];
-}
-
 }  // namespace
 
 void qmm_avx2(const QmmArgs& g) {
@@ -507,59 +341,6 @@ void qmm_avx2(const QmmArgs& g) {
       add_addend(g, i0, i1);
     }
   });
-}
-
-// Rank 4: eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and
-// two rounds of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in
-// one register), widened and multiplied by the pairs' weights (the same int16 products as the
-// scalar loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four
-// go value by value. Ranks 8 and 16: each pair's row alone.
-void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
-                          std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
-  if (r == 8 || r == 16) {  // a pair's row is r contiguous bytes: widened, weighted and stored whole
-    for (std::int64_t a = a0; a < a1; ++a)
-      for (std::int64_t q = 0; q < pairs; ++q) {
-        const std::int8_t* src = a_of[q] + a * r;
-        std::int16_t* out = coef + a * width + r * q;
-        if (r == 8) {
-          const __m128i v = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_mullo_epi16(v, _mm_set1_epi16(dk[q])));
-        } else {
-          const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_mullo_epi16(v, _mm256_set1_epi16(dk[q])));
-        }
-      }
-    return;
-  }
-  const std::int64_t grouped = pairs / 4 * 4;
-  std::int64_t a = a0;
-  for (; a + 8 <= a1; a += 8)
-    for (std::int64_t q0 = 0; q0 < grouped; q0 += 4) {
-      const __m256i w = _mm256_setr_epi16(dk[q0], dk[q0], dk[q0], dk[q0], dk[q0 + 1], dk[q0 + 1], dk[q0 + 1],
-                                          dk[q0 + 1], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 3],
-                                          dk[q0 + 3], dk[q0 + 3], dk[q0 + 3]);
-      __m256i p[4];
-      for (int q = 0; q < 4; ++q) p[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a_of[q0 + q] + a * 4));
-      const __m256i t01 = _mm256_unpacklo_epi32(p[0], p[1]), t23 = _mm256_unpacklo_epi32(p[2], p[3]);  // rows 0 1 | 4 5
-      const __m256i u01 = _mm256_unpackhi_epi32(p[0], p[1]), u23 = _mm256_unpackhi_epi32(p[2], p[3]);  // rows 2 3 | 6 7
-      const __m256i rows[4] = {_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23),
-                               _mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23)};  // rows i | i + 4
-      for (int i = 0; i < 4; ++i) {
-        const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(rows[i]));
-        const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(rows[i], 1));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i) * width + 4 * q0), _mm256_mullo_epi16(lo, w));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i + 4) * width + 4 * q0), _mm256_mullo_epi16(hi, w));
-      }
-    }
-  for (std::int64_t row = a0; row < a1; ++row)
-    for (std::int64_t q = row < a ? grouped : 0; q < pairs; ++q)
-      for (int c = 0; c < 4; ++c)
-        coef[row * width + 4 * q + c] = static_cast<std::int16_t>(dk[q] * a_of[q][row * 4 + c]);
-}
-
-void update_avx2(const UpdateArgs& g) {
-  static const UpdateTileFn tiles[4] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
-  run_update_tiles(g, 4, 16, tiles);
 }
 
 }  // namespace eggroll::cpu_int8::detail

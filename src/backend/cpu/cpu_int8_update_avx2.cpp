@@ -1,0 +1,107 @@
+// The int8 update's kernels at the AVX2 level (compiled with -mavx2; chosen at run time when the
+// CPU has AVX2 but not AVX-512 VNNI): the update tiles of run_update_tiles and the packing of the
+// rank-4 coefficient pairs. int8 operands are widened to int16 and multiplied with vpmaddwd, so no
+// product or pair sum can saturate. Results equal the scalar level bit for bit.
+#include "backend/int8_ops.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace eggroll::cpu_int8::detail {
+namespace {
+
+std::int32_t load_u32(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += the term pairs [j0, j1): int32 in registers
+// (coef pair broadcast, vpmaddwd against Bp), then added into the int64 z (columns past n skipped).
+template <int AT>
+void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int64_t j0, std::int64_t j1) {
+  __m256i c[AT * 2];
+#pragma GCC unroll 16
+  for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
+  for (std::int64_t jp = j0; jp < j1; ++jp) {
+    const std::int16_t* bj = g.bp_at(jp, b0);  // 16 columns: one block's slice
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bj + 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < AT; ++i) {
+      const __m256i cf = _mm256_set1_epi32(load_u32(g.coef + (a0 + i) * 2 * g.n_jp + 2 * jp));
+      c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(cf, w0));
+      c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(cf, w1));
+    }
+  }
+  alignas(32) std::int32_t part[AT][16];
+#pragma GCC unroll 8
+  for (int i = 0; i < AT; ++i) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i]), c[2 * i]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
+  }
+  const std::int64_t cols = std::min<std::int64_t>(16, g.n - b0);
+  for (int i = 0; i < AT; ++i)
+    for (std::int64_t b = 0; b < cols; ++b) g.z[(a0 + i) * g.n + b0 + b] += part[i][b];
+}
+
+}  // namespace
+
+// Rank 4: eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and
+// two rounds of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in
+// one register), widened and multiplied by the pairs' weights (the same int16 products as the
+// scalar loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four
+// go value by value. Ranks 8 and 16: each pair's row alone.
+void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
+                          std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+  if (r == 8 || r == 16) {  // a pair's row is r contiguous bytes: widened, weighted and stored whole
+    for (std::int64_t a = a0; a < a1; ++a)
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        const std::int8_t* src = a_of[q] + a * r;
+        std::int16_t* out = coef + a * width + r * q;
+        if (r == 8) {
+          const __m128i v = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src)));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_mullo_epi16(v, _mm_set1_epi16(dk[q])));
+        } else {
+          const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_mullo_epi16(v, _mm256_set1_epi16(dk[q])));
+        }
+      }
+    return;
+  }
+  const std::int64_t grouped = pairs / 4 * 4;
+  std::int64_t a = a0;
+  for (; a + 8 <= a1; a += 8)
+    for (std::int64_t q0 = 0; q0 < grouped; q0 += 4) {
+      const __m256i w = _mm256_setr_epi16(dk[q0], dk[q0], dk[q0], dk[q0], dk[q0 + 1], dk[q0 + 1], dk[q0 + 1],
+                                          dk[q0 + 1], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 2], dk[q0 + 3],
+                                          dk[q0 + 3], dk[q0 + 3], dk[q0 + 3]);
+      __m256i p[4];
+      for (int q = 0; q < 4; ++q) p[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a_of[q0 + q] + a * 4));
+      const __m256i t01 = _mm256_unpacklo_epi32(p[0], p[1]), t23 = _mm256_unpacklo_epi32(p[2], p[3]);  // rows 0 1 | 4 5
+      const __m256i u01 = _mm256_unpackhi_epi32(p[0], p[1]), u23 = _mm256_unpackhi_epi32(p[2], p[3]);  // rows 2 3 | 6 7
+      const __m256i rows[4] = {_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23),
+                               _mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23)};  // rows i | i + 4
+      for (int i = 0; i < 4; ++i) {
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(rows[i]));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(rows[i], 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i) * width + 4 * q0), _mm256_mullo_epi16(lo, w));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(coef + (a + i + 4) * width + 4 * q0), _mm256_mullo_epi16(hi, w));
+      }
+    }
+  for (std::int64_t row = a0; row < a1; ++row)
+    for (std::int64_t q = row < a ? grouped : 0; q < pairs; ++q)
+      for (int c = 0; c < 4; ++c)
+        coef[row * width + 4 * q + c] = static_cast<std::int16_t>(dk[q] * a_of[q][row * 4 + c]);
+}
+
+void update_avx2(const UpdateArgs& g) {
+  static const UpdateTileFn tiles[4] = {update_tile<1>, update_tile<2>, update_tile<3>, update_tile<4>};
+  run_update_tiles(g, 4, 16, tiles);
+}
+
+}  // namespace eggroll::cpu_int8::detail
+#endif
