@@ -151,6 +151,11 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     const auto fetch_b = [&](const float* block) {
       for (std::int64_t e = 0; e < n * r; e += 16) __builtin_prefetch(block + e, 0, 3);
     };
+    // rows [i, i + count) of x, into L1 likewise: a layer's input written for all of the call's rows
+    // (its rows of n floats are past L1 by then, often past L2), which the products would wait on
+    const auto fetch_x = [&](std::int64_t i, std::int64_t count) {
+      for (std::int64_t e = 0; e < count * n; e += 16) __builtin_prefetch(x + i * n + e, 0, 3);
+    };
     for (std::int64_t i = first; i < last;) {
       const std::int64_t j = i / rows_per_member;
       // this member's rows in [first, last)
@@ -183,7 +188,10 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
         // An antithetic pair's two members (next to each other) share B: both products in one pass.
         const bool pair = i + 1 < last && row_a[i + 1] != nullptr && f.blocks[j + 1] == f.blocks[j];
         const std::int64_t next = i + (pair ? 2 : 1);
-        if (next < last && row_a[next] != nullptr) fetch_b(f.blocks[next]);
+        if (next < last && row_a[next] != nullptr) {
+          fetch_b(f.blocks[next]);
+          fetch_x(next, std::min<std::int64_t>(2, last - next));  // the next pair's rows
+        }
         if (pair)
           L::template xb_rows_shared<2>(x + i * n, n, f.blocks[j], n, r, s);
         else
