@@ -1,13 +1,22 @@
 // AVX2 helpers shared by the files compiled for AVX2 (cpu_sgemm_avx2.cpp, cpu_int8_avx2.cpp,
-// cpu_float_avx2.cpp): lane masks, the 8 x 8 transpose and the columns of a small row-major block
-// (the rank-r factors), as avx512_columns.hpp provides them at the AVX-512 level.
+// cpu_int8_update_avx2.cpp, cpu_float_avx2.cpp): four-byte loads for broadcasts, lane masks, the
+// 8 x 8 transpose and the columns of a small row-major block (the rank-r factors), as
+// avx512_columns.hpp provides them at the AVX-512 level.
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace eggroll::avx2 {
+
+// Four bytes at p as one int32 (any alignment), for a broadcast.
+inline std::int32_t load_u32(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 // All-ones in the first `count` lanes (any count; 8 or more = all): vmaskmovps's mask operand.
 inline __m256i first_lanes(std::int64_t count) {

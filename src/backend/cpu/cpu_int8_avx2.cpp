@@ -27,11 +27,7 @@ constexpr std::int64_t kRowBlock = 12 * kRowTile;
 
 std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
 
-std::int32_t load_u32(const void* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using avx2::load_u32;
 
 // The calling thread's grow-only buffer `which` of at least n values: reused by its later calls, so
 // neither allocated, cleared nor faulted in again (fresh pages cost more than the conversion into

@@ -8,16 +8,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
+
+#include "backend/cpu/avx2_columns.hpp"
 
 namespace eggroll::cpu_int8::detail {
 namespace {
 
-std::int32_t load_u32(const void* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+using avx2::load_u32;
 
 // z rows [a0, a0 + AT) x columns [b0, b0 + 16) += the term pairs [j0, j1): int32 in registers
 // (coef pair broadcast, vpmaddwd against Bp), then added into the int64 z (columns past n skipped).
