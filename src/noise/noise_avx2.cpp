@@ -1,6 +1,7 @@
 // The noise fills at the AVX2 level (compiled with -mavx2, chosen at run time by noise_simd.cpp):
-// Philox4x32-10 on 4 counter blocks per register, tables read by gathers. Every output equals
-// the scalar oracle's bit for bit (integer math and a sign-bit flip only).
+// Philox4x32-10 on 4 counter blocks per register, the normal table read by gathers and the int8
+// one by byte shuffles. Every output equals the scalar oracle's bit for bit (integer math and a
+// sign-bit flip only).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -69,22 +70,76 @@ inline void store_normal(__m256i d, float* out) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_xor_si256(_mm256_castps_si256(magnitude), sign));
 }
 
-// int8_from_bits of 8 draws as int32 lanes: sign * kInt8NormalTable[d & 4095].
-inline __m256i int8_lanes(__m256i d) {
-  const __m256i bytes = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kInt8NormalTablePadded),
-                                               _mm256_and_si256(d, _mm256_set1_epi32(kNormalTableSize - 1)), 1);
-  const __m256i magnitude = _mm256_and_si256(bytes, _mm256_set1_epi32(0xFF));
-  const __m256i negative = _mm256_srai_epi32(_mm256_slli_epi32(d, 16), 31);  // 0 or -1
-  return _mm256_sub_epi32(_mm256_xor_si256(magnitude, negative), negative);
+// Int8Levels (noise_simd.hpp) in registers: each 16-entry table in both 128-bit lanes.
+struct Int8Shuffles {
+  __m256i coarse_base1[4], coarse_step[4], mid_base1, mid_step, fine_base1, fine_step, last[2];
+};
+
+Int8Shuffles int8_shuffles() {
+  const Int8Levels& l = int8_levels();
+  const auto row = [](const void* p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p))); };
+  Int8Shuffles t;
+  for (int k = 0; k < 4; ++k) {
+    t.coarse_base1[k] = row(l.coarse_base1 + 16 * k);
+    t.coarse_step[k] = row(l.coarse_step + 16 * k);
+  }
+  t.mid_base1 = row(l.mid_base1);
+  t.mid_step = row(l.mid_step);
+  t.fine_base1 = row(l.fine_base1);
+  t.fine_step = row(l.fine_step);
+  t.last[0] = row(l.last);
+  t.last[1] = row(l.last + 16);
+  return t;
 }
 
-// 32 int8 values of a set's word pair: the packs interleave 128-bit lanes, the permute undoes it.
-inline void store_int8(__m256i words_a, __m256i words_b, std::int8_t* out) {
-  const __m256i ab = _mm256_packs_epi32(int8_lanes(draws_low(words_a)), int8_lanes(draws_high(words_a)));
-  const __m256i cd = _mm256_packs_epi32(int8_lanes(draws_low(words_b)), int8_lanes(draws_high(words_b)));
-  const __m256i bytes = _mm256_packs_epi16(ab, cd);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
-                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+inline __m256i bytes_of(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+
+// A bucketed level's value: base + 1, less one while the offset is below the bucket's rise (0 where
+// the control byte has bit 7 set: vpshufb gives 0 for both).
+inline __m256i bucket_value(__m256i base1, __m256i step, __m256i control, __m256i offset) {
+  return _mm256_add_epi8(_mm256_shuffle_epi8(base1, control),
+                         _mm256_cmpgt_epi8(_mm256_shuffle_epi8(step, control), offset));
+}
+
+// The bytes 0 or -1 of j < limit for the 16-bit indices ja, jb, in the packs' order.
+inline __m256i below(__m256i ja, __m256i jb, int limit) {
+  const __m256i l = _mm256_set1_epi16(static_cast<short>(limit));
+  return _mm256_packs_epi16(_mm256_cmpgt_epi16(l, ja), _mm256_cmpgt_epi16(l, jb));
+}
+
+// int8_from_bits of 32 draws: two registers of 16-bit draws, a then b in stream order. The packs
+// interleave a's and b's qwords within each 128-bit lane; the final qword permute undoes it.
+inline void store_int8(const Int8Shuffles& t, __m256i a, __m256i b, std::int8_t* out) {
+  const __m256i index = _mm256_set1_epi16(kNormalTableSize - 1);
+  const __m256i ja = _mm256_and_si256(a, index), jb = _mm256_and_si256(b, index);
+  const __m256i sixty_three = _mm256_set1_epi16(63);
+  const __m256i coarse = _mm256_packus_epi16(_mm256_srli_epi16(ja, 6), _mm256_srli_epi16(jb, 6));  // j >> 6
+  const __m256i low6 = _mm256_packus_epi16(_mm256_and_si256(ja, sixty_three), _mm256_and_si256(jb, sixty_three));
+  const __m256i low4 = _mm256_and_si256(low6, bytes_of(15));                       // j & 15
+  const __m256i mid = _mm256_and_si256(_mm256_or_si256(_mm256_slli_epi16(coarse, 2), _mm256_srli_epi16(low6, 4)),
+                                       bytes_of(15));                               // (j >> 4) & 15
+  const __m256i fine = _mm256_and_si256(_mm256_or_si256(_mm256_slli_epi16(mid, 1), _mm256_srli_epi16(low4, 3)),
+                                        bytes_of(15));                              // (j >> 3) & 15
+  // coarse: slot k's control is the bucket less 16 k, negative (so 0) below the slot and an entry
+  // of the slot above it; the base (non-decreasing) takes the largest slot value, the step the
+  // last slot that reached the bucket.
+  __m256i control = coarse;
+  __m256i base1 = _mm256_shuffle_epi8(t.coarse_base1[0], control), step = _mm256_shuffle_epi8(t.coarse_step[0], control);
+  for (int k = 1; k < 4; ++k) {
+    control = _mm256_sub_epi8(control, bytes_of(16));
+    base1 = _mm256_max_epu8(base1, _mm256_shuffle_epi8(t.coarse_base1[k], control));
+    step = _mm256_blendv_epi8(_mm256_shuffle_epi8(t.coarse_step[k], control), step, control);
+  }
+  __m256i magnitude = _mm256_add_epi8(base1, _mm256_cmpgt_epi8(step, low6));
+  const auto level = [&](__m256i value) { magnitude = _mm256_max_epu8(magnitude, value); };
+  level(bucket_value(t.mid_base1, t.mid_step, _mm256_or_si256(mid, below(ja, jb, kInt8MidStart)), low4));
+  level(bucket_value(t.fine_base1, t.fine_step, _mm256_or_si256(fine, below(ja, jb, kInt8FineStart)),
+                     _mm256_and_si256(low4, bytes_of(7))));
+  level(_mm256_shuffle_epi8(t.last[0], _mm256_or_si256(low4, below(ja, jb, kInt8LastStart))));
+  level(_mm256_shuffle_epi8(t.last[1], _mm256_or_si256(low4, below(ja, jb, kInt8LastStart + 16))));
+  const __m256i negative = _mm256_packs_epi16(_mm256_srai_epi16(a, 15), _mm256_srai_epi16(b, 15));  // 0 or -1
+  const __m256i v = _mm256_sub_epi8(_mm256_xor_si256(magnitude, negative), negative);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute4x64_epi64(v, 0xD8));
 }
 
 }  // namespace
@@ -104,11 +159,12 @@ void fill_normal_avx2(const NoiseStream& stream, std::uint64_t first, std::uint6
 
 void fill_int8_avx2(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out) {
   const PhiloxRoundKeys rk = philox_round_keys(stream.key);
+  const Int8Shuffles tables = int8_shuffles();
   fill_range<8, kSetBlocks, kMainSets>(first, count, out, [&](auto n_sets, std::uint32_t block, std::int8_t* dst) {
     constexpr int N = decltype(n_sets)::value;
     __m256i words[2 * N];
     philox_sets<N>(stream, rk, block, words);
-    for (int n = 0; n < N; ++n) store_int8(words[2 * n], words[2 * n + 1], dst + 32 * n);
+    for (int n = 0; n < N; ++n) store_int8(tables, words[2 * n], words[2 * n + 1], dst + 32 * n);
   });
 }
 

@@ -10,10 +10,6 @@
 
 namespace eggroll {
 
-const std::int8_t kInt8NormalTablePadded[kNormalTableSize + 4] = {
-#include "int8_normal_table.inc"
-};
-
 namespace {
 
 // The best level this machine runs; the avx512 file is compiled with exactly these extensions.
@@ -70,6 +66,64 @@ const Int8Buckets& int8_buckets() {
     return t;
   }();
   return buckets;
+}
+
+namespace {
+
+// base + 1 and the offset of the rise of kInt8NormalTable's bucket [first, first + size) (size
+// where it does not rise); throws where it rises by more than one.
+void level_bucket(int first, int size, std::uint8_t& base1, std::uint8_t& step) {
+  const std::int8_t* b = kInt8NormalTable + first;
+  if (b[size - 1] - b[0] > 1)
+    throw_error("int8 noise table: entries ", first, " to ", first + size - 1, " rise by ", b[size - 1] - b[0],
+                ", more than the AVX2 lookup's one step per bucket; regenerate the table with "
+                "scripts/gen_normal_table.py or move the lookup's level bounds");
+  step = static_cast<std::uint8_t>(size);
+  for (int o = size - 1; o >= 1; --o)
+    if (b[o] != b[o - 1]) step = static_cast<std::uint8_t>(o);
+  base1 = static_cast<std::uint8_t>(b[0] + 1);
+}
+
+}  // namespace
+
+// The levels' entries as the AVX2 lookup computes them (noise_simd.hpp): the mid range is 16 buckets of
+// 16, the fine one 12 of 8 whose entries do not meet those of the indices past it, the last 32.
+static_assert(kInt8MidStart % 64 == 0 && kInt8FineStart == kInt8MidStart + 256 && kInt8FineStart % 128 == 0 &&
+              kInt8LastStart == kInt8FineStart + 96 && kInt8LastStart + 32 == kNormalTableSize);
+
+const Int8Levels& int8_levels() {
+  static const Int8Levels levels = [] {
+    for (int j = 1; j < kNormalTableSize; ++j)
+      if (kInt8NormalTable[j] < kInt8NormalTable[j - 1] || kInt8NormalTable[j] > 126)
+        throw_error("int8 noise table: entry ", j, " (", int{kInt8NormalTable[j]},
+                    ") breaks the AVX2 lookup's order (non-decreasing, below 127); regenerate the table with "
+                    "scripts/gen_normal_table.py");
+    Int8Levels t{};
+    const auto top = [](int end) { return static_cast<std::uint8_t>(kInt8NormalTable[end - 1] + 1); };
+    for (int h = 0; h < 64; ++h) {
+      if (64 * h < kInt8MidStart) {
+        level_bucket(64 * h, 64, t.coarse_base1[h], t.coarse_step[h]);
+      } else {  // past the range: its top value, no rise
+        t.coarse_base1[h] = top(kInt8MidStart);
+        t.coarse_step[h] = 64;
+      }
+    }
+    for (int j = kInt8MidStart; j < kInt8FineStart; j += 16) {
+      const int e = (j >> 4) & 15;
+      level_bucket(j, 16, t.mid_base1[e], t.mid_step[e]);
+    }
+    for (int e = 0; e < 16; ++e) {
+      t.fine_base1[e] = top(kInt8LastStart);
+      t.fine_step[e] = 8;
+    }
+    for (int j = kInt8FineStart; j < kInt8LastStart; j += 8) {
+      const int e = (j >> 3) & 15;
+      level_bucket(j, 8, t.fine_base1[e], t.fine_step[e]);
+    }
+    for (int i = 0; i < 32; ++i) t.last[i] = kInt8NormalTable[kInt8LastStart + i];
+    return t;
+  }();
+  return levels;
 }
 
 bool cpu_has_vbmi() {

@@ -21,10 +21,6 @@ void fill_normal_scalar(const NoiseStream& stream, std::uint64_t first, std::uin
 void fill_int8_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::int8_t* out);
 void fill_bits_scalar(const NoiseStream& stream, std::uint64_t first, std::uint64_t count, std::uint32_t* out);
 
-// kInt8NormalTable followed by 4 zero bytes, so that a 32-bit load at any index stays inside
-// (the SIMD levels gather 32-bit words from it and keep the low byte).
-extern const std::int8_t kInt8NormalTablePadded[kNormalTableSize + 4];
-
 namespace noise_simd {
 
 // kInt8NormalTable as the AVX-512 fills read it without a table read per value: the table
@@ -40,6 +36,25 @@ struct Int8Buckets {
   std::int8_t tail[128];
 };
 const Int8Buckets& int8_buckets();
+
+// kInt8NormalTable as the AVX2 fill reads it, by byte shuffles of 16 entries a register. The table
+// is non-decreasing, so it is the largest of four levels that each give its value on their own
+// range of indices j, 0 below that range and at most its value above it. The bucketed levels rise
+// by at most one inside each bucket (stored: base + 1, and the offset of the rise, the bucket's
+// size where there is none):
+//   coarse: buckets of 64 entries, j >> 6, on [0, kInt8MidStart) (the buckets past it: the range's
+//           top value);
+//   mid:    buckets of 16, entry (j >> 4) & 15, on [kInt8MidStart, kInt8FineStart);
+//   fine:   buckets of 8, entry (j >> 3) & 15, on [kInt8FineStart, kInt8LastStart) (entries 12-15:
+//           the range's top value);
+//   last:   the entries from kInt8LastStart on, as they are (two registers).
+// Built on first use and checked: a table without these properties throws.
+inline constexpr int kInt8MidStart = 3712, kInt8FineStart = 3968, kInt8LastStart = 4064;
+struct Int8Levels {
+  std::uint8_t coarse_base1[64], coarse_step[64], mid_base1[16], mid_step[16], fine_base1[16], fine_step[16];
+  std::int8_t last[32];
+};
+const Int8Levels& int8_levels();
 
 // Level kernels: same contract as fill_* for any first and count whose counter blocks are below
 // 2^32 (the caller checks that). Defined only on x86-64, in noise_avx2.cpp and noise_avx512.cpp.
