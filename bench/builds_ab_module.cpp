@@ -86,6 +86,31 @@ void forward_all(Case& c, PopulationView* view) {
   }
 }
 
+// The int8 update's accumulation alone (Backend::qupdate_accumulate over each matrix, as
+// tell_integer calls it, every pair decided with a made-up sign) right after an untimed EGGROLL
+// forward.
+double int8_update_seconds(Case& c, PopulationView& view) {
+  forward_all(c, &view);
+  std::vector<std::int8_t> d;
+  for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k) d.push_back(std::sin(0.7 * k) > 0 ? 1 : -1);
+  std::vector<std::vector<std::int64_t>> z;
+  std::vector<std::vector<const std::int8_t*>> blocks;
+  for (const Param& p : c.model->params().all()) {
+    z.emplace_back(static_cast<std::size_t>(p.value.numel()), 0);
+    blocks.emplace_back();
+    for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k)
+      blocks.back().push_back(c.noiser->qfactor_block(view, p, k));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t g = 0;
+  for (const Param& p : c.model->params().all()) {
+    c.backend->qupdate_accumulate(p.rows(), p.cols(), c.noiser->rank(), static_cast<std::int64_t>(d.size()),
+                                  blocks[g].data(), d.data(), z[g].data());
+    ++g;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 extern "C" {
@@ -162,8 +187,9 @@ extern "C" {
 }
 
 // Seconds of one pass over every member's rows: plain inference (part 0) or the EGGROLL forward
-// (part 1); or (part 2) of the update alone (Noiser::accumulate_gradient over each matrix, as tell
-// calls it, with made-up fitness) right after an untimed EGGROLL forward, which leaves the factor
+// (part 1); or (part 2) of the update alone (float: Noiser::accumulate_gradient over each matrix,
+// as tell calls it, with made-up fitness; int8: int8_update_seconds) right after an untimed
+// EGGROLL forward, which leaves the factor
 // blocks where an epoch's forward leaves them; or (part 3, model lm) of one training epoch of the
 // language model (its population step: every member's forward over the tokens, then the update).
 [[gnu::visibility("default")]] double builds_ab_time(void* handle, int part) {
@@ -171,6 +197,7 @@ extern "C" {
   if (part == 3) return c.trainer->train_epoch().epoch_s;
   std::unique_ptr<PopulationView> view;
   if (part != 0) view = std::make_unique<PopulationView>(*c.noiser, c.epoch++, 0.01, 0, c.members);
+  if (part == 2 && c.noiser->integer()) return int8_update_seconds(c, *view);
   if (part == 2) {
     forward_all(c, view.get());
     std::vector<double> fitness(static_cast<std::size_t>(c.members));

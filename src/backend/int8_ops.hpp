@@ -214,6 +214,11 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
 // false (nothing written) at the scalar level and at other ranks, where the caller's loop does it.
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                           std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef);
+// Bp's term pairs jp0 .. jp0 + r / 2 - 1: the columns of one pair's B (n, r) row-major at b, for an
+// even rank (term pair e is columns 2 e, 2 e + 1), zero past n. The AVX2 kernel (ranks 2, 4, 8,
+// 16) serves the AVX2 and AVX-512 levels; pack_b_pairs_available says where it runs.
+void pack_b_pair_avx2(std::int64_t r, const std::int8_t* b, std::int64_t jp0, const UpdateArgs& g, std::int16_t* bp);
+bool pack_b_pairs_available(std::int64_t r);
 bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk,
                               std::int64_t pairs, std::int64_t a0, std::int64_t a1, std::int64_t width,
                               std::int16_t* coef);

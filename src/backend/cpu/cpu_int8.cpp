@@ -149,6 +149,14 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
   return false;
 }
 
+bool pack_b_pairs_available(std::int64_t r) {
+#if defined(__x86_64__)
+  return current_level() != SimdChoice::scalar && (r == 2 || r == 4 || r == 8 || r == 16);
+#else
+  return false;
+#endif
+}
+
 bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk,
                               std::int64_t pairs, std::int64_t a0, std::int64_t a1, std::int64_t width,
                               std::int16_t* coef) {

@@ -28,6 +28,13 @@ std::int64_t chunk_pairs(std::int64_t max_d) {
 void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks,
             const detail::UpdateArgs& g, std::int16_t* bp) {
   const std::int64_t n_terms = static_cast<std::int64_t>(terms.size());
+  if (detail::pack_b_pairs_available(r)) {  // even ranks: a pair's r / 2 term pairs at once
+    const std::int64_t pairs = n_terms / r;
+#pragma omp parallel for schedule(static) if (g.n_jp * g.n_pad > detail::kParallelMinWork)
+    for (std::int64_t q = 0; q < pairs; ++q)
+      detail::pack_b_pair_avx2(r, blocks[terms[static_cast<std::size_t>(r * q)].k], q * r / 2, g, bp);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (g.n_jp * g.n_pad > detail::kParallelMinWork)
   for (std::int64_t jp = 0; jp < g.n_jp; ++jp) {
     // the two terms' B columns (stride r), a missing last term's as zeros

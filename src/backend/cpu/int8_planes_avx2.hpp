@@ -1,5 +1,6 @@
-// The int8 factor widenings of the AVX2 qmm (cpu_int8_avx2.cpp, the only includer, compiled with
-// -mavx2): a member's rank-r blocks B (n, r) and A (m, r) as int16 planes, by byte shuffles.
+// The int8 factor widenings of the AVX2 qmm (cpu_int8_avx2.cpp) and update (cpu_int8_update_avx2.cpp),
+// the only includers, both compiled with -mavx2: a member's rank-r blocks B (n, r) and A (m, r) as
+// int16 planes, by byte shuffles.
 #pragma once
 #include <immintrin.h>
 
