@@ -97,25 +97,30 @@ void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const 
         coef[row * width + 4 * q + c] = static_cast<std::int16_t>(dk[q] * a_of[q][row * 4 + c]);
 }
 
-// Each rank's columns as int16 planes (widen_planes), then each term pair's two planes
-// interleaved 16 rows at a time: unpacks within the 128-bit lanes and a lane permute, so that a
-// block's 16 rows come out in order.
+// Each rank's columns as int16 planes (widen_planes, plane c at c n), then each term pair's two
+// planes interleaved 16 rows at a time: unpacks within the 128-bit lanes and a lane permute, so
+// that a block's 16 rows come out in order. A last partial block reads its rows through zeroed
+// copies (zeros past n).
 void pack_b_pair_avx2(std::int64_t r, const std::int8_t* b, std::int64_t jp0, const UpdateArgs& g, std::int16_t* bp) {
   thread_local std::vector<std::int16_t> planes;
-  planes.resize(static_cast<std::size_t>(r * g.n_pad));
+  planes.resize(static_cast<std::size_t>(r * g.n));
   planes_avx2::with_plane_rank(r, [&](auto rank) { planes_avx2::widen_planes<decltype(rank)::value>(b, g.n, planes.data()); });
-  // widen_planes writes plane c at c n: moved to c n_pad, zeros past n (last plane first)
-  for (std::int64_t c = r - 1; c >= 0; --c) {
-    std::int16_t* plane = planes.data() + c * g.n_pad;
-    std::copy_backward(planes.data() + c * g.n, planes.data() + (c + 1) * g.n, plane + g.n);
-    std::fill(plane + g.n, plane + g.n_pad, std::int16_t{0});
-  }
   for (std::int64_t e = 0; e < r / 2; ++e) {
-    const std::int16_t* p0 = planes.data() + 2 * e * g.n_pad;
-    const std::int16_t* p1 = p0 + g.n_pad;
+    const std::int16_t* p0 = planes.data() + 2 * e * g.n;
+    const std::int16_t* p1 = p0 + g.n;
+    alignas(32) std::int16_t last[2][UpdateArgs::kBpCols];
     for (std::int64_t b0 = 0; b0 < g.n_pad; b0 += UpdateArgs::kBpCols) {
-      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + b0));
-      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + b0));
+      const std::int16_t *r0 = p0 + b0, *r1 = p1 + b0;
+      if (b0 + UpdateArgs::kBpCols > g.n) {
+        const std::int64_t count = std::max<std::int64_t>(g.n - b0, 0);
+        std::fill_n(&last[0][0], 2 * UpdateArgs::kBpCols, std::int16_t{0});
+        std::copy_n(r0, count, last[0]);
+        std::copy_n(r1, count, last[1]);
+        r0 = last[0];
+        r1 = last[1];
+      }
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1));
       const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);  // rows 0-3 | 8-11, 4-7 | 12-15
       __m256i* out = reinterpret_cast<__m256i*>(bp + g.bp_offset(jp0 + e, b0));
       _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));
