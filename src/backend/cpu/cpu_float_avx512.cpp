@@ -207,6 +207,7 @@ inline void xb_transposed(const float* x, std::int64_t rows, const float* bt, st
 
 // The AVX-512 level of cpu_float_lowrank.hpp.
 struct Avx512 {
+  static constexpr bool kQueueBesideStreamedW = true;  // as cpu_float_avx2.cpp's; not measured here
   static void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
     cpu_float_avx512::xb_row(x, b, n, r, out);
   }
