@@ -106,11 +106,12 @@ TileFn tile_for(int rt, int ct) {
   return table[rt - 1][ct - 1];
 }
 
-// y[0 .. 32) (first `count`) = clip(floor(t / D_n)) for 32 int32 values t, as FloorClip.
-void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t* y, std::int64_t count) {
+// y[0 .. 32) (first `count`) = clip(floor(t / D_n)) for 32 int32 values t (in four vectors), as
+// FloorClip.
+void store32(const __m256i (&t)[4], const FloorClip& div, int shift, std::int8_t* y, std::int64_t count) {
   __m256i q[4];
   for (int v = 0; v < 4; ++v) {
-    const __m256i tv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 8 * v));
+    const __m256i tv = t[v];
     if (shift >= 0) {
       q[v] = _mm256_sra_epi32(tv, _mm_cvtsi32_si128(shift));
       continue;
@@ -136,6 +137,13 @@ void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t
   std::memcpy(y, out, static_cast<std::size_t>(count));
 }
 
+// store32 of 32 int32 values in memory.
+void store32(const std::int32_t* t, const FloorClip& div, int shift, std::int8_t* y, std::int64_t count) {
+  __m256i tv[4];
+  for (int v = 0; v < 4; ++v) tv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 8 * v));
+  store32(tv, div, shift, y, count);
+}
+
 // A row's int32 accumulators (m32 of them) -> bytes, with the member's correction (int64, scalar)
 // added and saturated to int32 first when the member is perturbed.
 class RowEpilogue {
@@ -152,13 +160,16 @@ class RowEpilogue {
   void row(std::int64_t i, std::int32_t* acc) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
     const std::int32_t* t = acc;
-    if (mf.sign != 0 && !rank_int32(mf, g_.x + i * g_.n, acc)) {
+    std::int8_t* y = g_.y + i * g_.m;
+    const int done = mf.sign != 0 ? rank_int32(mf, g_.x + i * g_.n, acc, y) : 0;
+    if (done == kStored) return;
+    if (mf.sign != 0 && done == kOutOfBound) {
       lowrank_row_scalar(g_.m, g_.n, g_.f->rank, g_.f->shift, mf, g_.x + i * g_.n, xb_.data(), corr_.data());
       for (std::int64_t a = 0; a < g_.m; ++a)
         t_[a] = static_cast<std::int32_t>(std::clamp<std::int64_t>(acc[a] + corr_[a], INT32_MIN, INT32_MAX));
     }
     if (mf.sign != 0) t = t_.data();
-    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 32) store32(t + a0, g_.div, shift_, g_.y + i * g_.m + a0, g_.m - a0);
+    for (std::int64_t a0 = 0; a0 < g_.m; a0 += 32) store32(t + a0, g_.div, shift_, y + a0, g_.m - a0);
   }
 
  private:
@@ -166,18 +177,27 @@ class RowEpilogue {
   // (|p| < 2^23 127 < 2^30) and so is t = acc + s floor(p / 2^S) (as the AVX-512 level's int32
   // path). B^T and A^T, widened once per factor block met (a member's rows, or a pair's, share
   // it), make both products loops over contiguous values that the compiler vectorises (at ranks 2,
-  // 4, 8, 16 A^T as planes of rank pairs, for planes_int32). False when the bounds do not hold (the
-  // caller then takes the int64 path).
-  bool rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc) {
+  // 4, 8, 16 A^T as planes of rank pairs, for planes_int32, which stores the row's bytes in y
+  // itself). kOutOfBound when the bounds do not hold (the caller then takes the int64 path).
+  static constexpr int kOutOfBound = 0, kInT = 1, kStored = 2;  // rank_int32's outcomes: t_ holds t, or y the row
+  int rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc, std::int8_t* y) {
     const std::int64_t r = g_.f->rank, n = g_.n, m = g_.m;
-    if (n > 65536) return false;
+    if (n > 65536) return kOutOfBound;
     const int shift = g_.f->shift, sign = mf.sign;
     if (r == 1) {  // B and A are contiguous already: no widened copies, one pass over the outputs
       std::int32_t xb = 0;
       for (std::int64_t k = 0; k < n; ++k) xb += std::int32_t{x[k]} * mf.b[k];
-      if (xb <= -(1 << 23) || xb >= (1 << 23)) return false;
-      for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * ((xb * mf.a[e]) >> shift);
-      return true;
+      if (xb <= -(1 << 23) || xb >= (1 << 23)) return kOutOfBound;
+      const __m256i xbv = _mm256_set1_epi32(xb), sv = _mm256_set1_epi32(sign);
+      const __m128i sh = _mm_cvtsi32_si128(shift);
+      store_row(
+          [&](std::int64_t e) {
+            const __m256i a = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mf.a + e)));
+            const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
+            return _mm256_add_epi32(av, _mm256_sign_epi32(_mm256_sra_epi32(_mm256_mullo_epi32(xbv, a), sh), sv));
+          },
+          [&](std::int64_t e) { return acc[e] + sign * ((xb * mf.a[e]) >> shift); }, y);
+      return kStored;
     }
     if (mf.b != widened_) {
       widened_ = mf.b;
@@ -192,8 +212,8 @@ class RowEpilogue {
         }
     }
     int planes = 0;  // R = 2, 4, 8, 16: 1 done, -1 out of int32's bound
-    with_plane_rank(r, [&](auto rank) { planes = planes_int32<decltype(rank)::value>(mf.sign, x, acc); });
-    if (planes != 0) return planes > 0;
+    with_plane_rank(r, [&](auto rank) { planes = planes_int32<decltype(rank)::value>(mf.sign, x, acc, y); });
+    if (planes != 0) return planes > 0 ? kStored : kOutOfBound;
     std::int64_t total = 0;
     for (std::int64_t c = 0; c < r; ++c) {
       const std::int16_t* b = bt_.data() + c * n;
@@ -202,7 +222,7 @@ class RowEpilogue {
       xb32_[c] = dot;
       total += dot < 0 ? -std::int64_t{dot} : dot;
     }
-    if (total >= (1 << 23)) return false;
+    if (total >= (1 << 23)) return kOutOfBound;
     std::fill(p_.begin(), p_.end(), 0);
     for (std::int64_t c = 0; c < r; ++c) {
       const std::int32_t xb = xb32_[c];
@@ -210,15 +230,31 @@ class RowEpilogue {
       for (std::int64_t e = 0; e < m; ++e) p_[e] += xb * a[e];
     }
     for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * (p_[e] >> shift);
-    return true;
+    return kInT;
+  }
+
+  // y (the row's m bytes) from t, 8 values at an output e (a multiple of 8) from t8(e), one from
+  // t1(e): 32 outputs a store32 from registers while 32 remain, the last ones through t_.
+  template <class T8, class T1>
+  void store_row(const T8& t8, const T1& t1, std::int8_t* y) {
+    const std::int64_t m = g_.m, m32 = m / 32 * 32;
+    for (std::int64_t e = 0; e < m32; e += 32) {
+      const __m256i tv[4] = {t8(e), t8(e + 8), t8(e + 16), t8(e + 24)};
+      store32(tv, g_.div, shift_, y + e, 32);
+    }
+    if (m32 == m) return;
+    std::int64_t e = m32;
+    for (; e + 8 <= m; e += 8) _mm256_storeu_si256(reinterpret_cast<__m256i*>(t_.data() + e), t8(e));
+    for (; e < m; ++e) t_[e] = t1(e);
+    store32(t_.data() + m32, g_.div, shift_, y + m32, m - m32);
   }
 
   // rank_int32 for R = 2, 4, 8, 16 from the widened planes: the R dot products x . B in passes over
   // x of up to 8 columns (vpmaddwd on int16), then per 8 outputs the rank sum (vpmaddwd on rank
-  // pairs), shift, sign and accumulator add in registers. 1 when done, -1 when the int32 bound does
-  // not hold (nothing written).
+  // pairs), shift, sign and accumulator add in registers, and the row's bytes stored into y. 1 when
+  // done, -1 when the int32 bound does not hold (nothing written).
   template <int R>
-  int planes_int32(int sign, const std::int8_t* x, const std::int32_t* acc) {
+  int planes_int32(int sign, const std::int8_t* x, const std::int32_t* acc, std::int8_t* y) {
     const std::int64_t n = g_.n, m = g_.m;
     constexpr int G = R < 8 ? R : 8;  // columns a pass over x: their sums, x and B's vector in registers
     const std::int64_t n16 = n / 16 * 16;
@@ -266,24 +302,24 @@ class RowEpilogue {
     const auto a_pairs = [&](int q, std::int64_t e) {
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap + q * 2 * m + 2 * e));
     };
-    std::int64_t e = 0;
-    for (; e + 8 <= m; e += 8) {
-      __m256i pv = _mm256_setzero_si256();
-      for (int q = 0; q < R / 2; ++q) pv = _mm256_add_epi32(pv, _mm256_madd_epi16(hi[q], a_pairs(q, e)));
-      if (split) {
-        __m256i pl = _mm256_setzero_si256();
-        for (int q = 0; q < R / 2; ++q) pl = _mm256_add_epi32(pl, _mm256_madd_epi16(lo[q], a_pairs(q, e)));
-        pv = _mm256_add_epi32(_mm256_slli_epi32(pv, 8), pl);
-      }
-      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(t_.data() + e),
-                          _mm256_add_epi32(av, _mm256_sign_epi32(_mm256_sra_epi32(pv, shift), sv)));
-    }
-    for (; e < m; ++e) {
-      std::int32_t pe = 0;
-      for (int c = 0; c < R; ++c) pe += xb[c] * ap[(c / 2) * 2 * m + 2 * e + c % 2];
-      t_[e] = acc[e] + sign * (pe >> g_.f->shift);
-    }
+    store_row(
+        [&](std::int64_t e) {
+          __m256i pv = _mm256_setzero_si256();
+          for (int q = 0; q < R / 2; ++q) pv = _mm256_add_epi32(pv, _mm256_madd_epi16(hi[q], a_pairs(q, e)));
+          if (split) {
+            __m256i pl = _mm256_setzero_si256();
+            for (int q = 0; q < R / 2; ++q) pl = _mm256_add_epi32(pl, _mm256_madd_epi16(lo[q], a_pairs(q, e)));
+            pv = _mm256_add_epi32(_mm256_slli_epi32(pv, 8), pl);
+          }
+          const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + e));
+          return _mm256_add_epi32(av, _mm256_sign_epi32(_mm256_sra_epi32(pv, shift), sv));
+        },
+        [&](std::int64_t e) {
+          std::int32_t pe = 0;
+          for (int c = 0; c < R; ++c) pe += xb[c] * ap[(c / 2) * 2 * m + 2 * e + c % 2];
+          return acc[e] + sign * (pe >> g_.f->shift);
+        },
+        y);
     return 1;
   }
 
