@@ -179,7 +179,7 @@ class RowEpilogue {
   // it), make both products loops over contiguous values that the compiler vectorises (at ranks 2,
   // 4, 8, 16 A^T as planes of rank pairs, for planes_int32, which stores the row's bytes in y
   // itself). kOutOfBound when the bounds do not hold (the caller then takes the int64 path).
-  static constexpr int kOutOfBound = 0, kInT = 1, kStored = 2;  // rank_int32's outcomes: t_ holds t, or y the row
+  static constexpr int kOutOfBound = 0, kInBuffer = 1, kStored = 2;  // rank_int32's outcomes: t_ holds t, or y the row
   int rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc, std::int8_t* y) {
     const std::int64_t r = g_.f->rank, n = g_.n, m = g_.m;
     if (n > 65536) return kOutOfBound;
@@ -230,7 +230,7 @@ class RowEpilogue {
       for (std::int64_t e = 0; e < m; ++e) p_[e] += xb * a[e];
     }
     for (std::int64_t e = 0; e < m; ++e) t_[e] = acc[e] + sign * (p_[e] >> shift);
-    return kInT;
+    return kInBuffer;
   }
 
   // y (the row's m bytes) from t, 8 values at an output e (a multiple of 8) from t8(e), one from
