@@ -177,9 +177,10 @@ class RowEpilogue {
   // (|p| < 2^23 127 < 2^30) and so is t = acc + s floor(p / 2^S) (as the AVX-512 level's int32
   // path). B^T and A^T, widened once per factor block met (a member's rows, or a pair's, share
   // it), make both products loops over contiguous values that the compiler vectorises (at ranks 2,
-  // 4, 8, 16 A^T as planes of rank pairs, for planes_int32, which stores the row's bytes in y
-  // itself). kOutOfBound when the bounds do not hold (the caller then takes the int64 path).
-  static constexpr int kOutOfBound = 0, kInBuffer = 1, kStored = 2;  // rank_int32's outcomes: t_ holds t, or y the row
+  // 4, 8, 16 A^T as planes of rank pairs, for planes_int32). At rank 1 and at those ranks the
+  // row's bytes go from registers into y (kStored); at the others t is left in t_ (kInBuffer).
+  // kOutOfBound when the bounds do not hold (the caller then takes the int64 path).
+  static constexpr int kOutOfBound = 0, kInBuffer = 1, kStored = 2;
   int rank_int32(const MemberFactors& mf, const std::int8_t* x, const std::int32_t* acc, std::int8_t* y) {
     const std::int64_t r = g_.f->rank, n = g_.n, m = g_.m;
     if (n > 65536) return kOutOfBound;
