@@ -128,13 +128,17 @@ struct Update {
     for (std::int64_t k = 0; k < terms; ++k) {
       const float* ak = a[k * R] + skip;
       // As FromBlocks: the next row tile's values of this term into L2, this row tile's of the
-      // term four on into L1, a line per 16 values.
+      // term four on into L1: the lines of their ROWS R values (a line per 16 values and the
+      // last value's, which may start one more).
+      constexpr int kSpan = ROWS * R, kLines = (kSpan + 15) / 16;
 #pragma GCC unroll 16
-      for (int c = 0; c < R; ++c) __builtin_prefetch(ak + ROWS * R + 16 * c, 0, 2);
+      for (int l = 0; l < kLines; ++l) __builtin_prefetch(ak + kSpan + 16 * l, 0, 2);
+      __builtin_prefetch(ak + 2 * kSpan - 1, 0, 2);
       if (k + 4 < terms) {
         const float* ahead = a[(k + 4) * R] + skip;
 #pragma GCC unroll 16
-        for (int c = 0; c < R; ++c) __builtin_prefetch(ahead + 16 * c, 0, 3);
+        for (int l = 0; l < kLines; ++l) __builtin_prefetch(ahead + 16 * l, 0, 3);
+        __builtin_prefetch(ahead + kSpan - 1, 0, 3);
       }
 #pragma GCC unroll 16
       for (int c = 0; c < R; ++c) {
