@@ -101,6 +101,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const auto row_b = r == 1 ? std::make_unique<const float*[]>(static_cast<std::size_t>(batch.rows())) : nullptr;
   const std::int64_t block_floats = r * (n + m);
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
+  // No factor queue, at levels that say so (L::kQueueBesideStreamedW), at one row per member where
+  // W takes more than a quarter of L2: there the tiles fetch W's panels ahead themselves, and the
+  // queue's lines competed with them for the miss buffers (the large model at rank 1 1.03-1.07
+  // times as fast without it on a Zen 3, rank 4 level: docs/results.md, "The float line queue by
+  // shape").
+  const bool w_streamed =
+      !L::kQueueBesideStreamedW && rows_per_member == 1 && m * n * 4 > cpu_sgemm::detail::l2_bytes() / 4;
   const std::function<void(std::int64_t, std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
       [&](std::int64_t first, std::int64_t last, std::int64_t tiles_last, cpu::LineQueue* next) {
     // This block's factors generated where they are not yet (LowRankFactors::ready): now, by the
@@ -121,12 +128,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     // prepare, and fetching their lines before that only held the core on memory
     // (docs/results/cpu_speed/history.md, nineteenth pass).
     const float* queued = nullptr;
-    // Nor, at levels that say so (L::kQueueBesideStreamedW), at one row per member where W takes
-    // more than a quarter of L2: there the tiles fetch W's panels ahead themselves, and the queue's
-    // lines competed with them for the miss buffers (the large model at rank 1 1.03-1.07 times as
-    // fast without it on a Zen 3, rank 4 level: docs/results.md, "The float line queue by shape").
-    const bool w_streamed = !L::kQueueBesideStreamedW && rows_per_member == 1 &&
-                            m * n * 4 > cpu_sgemm::detail::l2_bytes() / 4;
+    // Nor beside a streamed W (w_streamed below).
     const bool queue_next = next != nullptr && f.fill == nullptr && !w_streamed && (whole_blocks || b_parts);
     const std::int64_t next_block_end = std::min(batch.rows(), 2 * last - first);  // the next block's rows end
     const std::int64_t next_end = queue_next ? next_block_end : last;

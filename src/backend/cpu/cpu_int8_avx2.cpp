@@ -159,16 +159,18 @@ class RowEpilogue {
   }
   void row(std::int64_t i, std::int32_t* acc) {
     const MemberFactors mf = member_factors(*g_.f, i / g_.batch.rows_per_member);
-    const std::int32_t* t = acc;
     std::int8_t* y = g_.y + i * g_.m;
-    const int done = mf.sign != 0 ? rank_int32(mf, g_.x + i * g_.n, acc, y) : 0;
-    if (done == kStored) return;
-    if (mf.sign != 0 && done == kOutOfBound) {
-      lowrank_row_scalar(g_.m, g_.n, g_.f->rank, g_.f->shift, mf, g_.x + i * g_.n, xb_.data(), corr_.data());
-      for (std::int64_t a = 0; a < g_.m; ++a)
-        t_[a] = static_cast<std::int32_t>(std::clamp<std::int64_t>(acc[a] + corr_[a], INT32_MIN, INT32_MAX));
+    const std::int32_t* t = acc;  // the unperturbed row's values, else the buffer's
+    if (mf.sign != 0) {
+      const int done = rank_int32(mf, g_.x + i * g_.n, acc, y);
+      if (done == kStored) return;
+      if (done == kOutOfBound) {
+        lowrank_row_scalar(g_.m, g_.n, g_.f->rank, g_.f->shift, mf, g_.x + i * g_.n, xb_.data(), corr_.data());
+        for (std::int64_t a = 0; a < g_.m; ++a)
+          t_[a] = static_cast<std::int32_t>(std::clamp<std::int64_t>(acc[a] + corr_[a], INT32_MIN, INT32_MAX));
+      }
+      t = t_.data();
     }
-    if (mf.sign != 0) t = t_.data();
     for (std::int64_t a0 = 0; a0 < g_.m; a0 += 32) store32(t + a0, g_.div, shift_, y + a0, g_.m - a0);
   }
 
