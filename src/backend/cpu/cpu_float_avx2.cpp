@@ -202,7 +202,14 @@ struct UpdateYmm {
   }
   static Reg set1(float f) { return _mm256_set1_ps(f); }
   static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
-  static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  // a b + c into c's own register. With the intrinsic, GCC 12 also wrote results into the
+  // broadcast's or a panel vector's register (the 132 and 213 forms) and at rank 4 kept two of
+  // the 6 x 2 tile's accumulators on the stack, where each step's chain waited on a store and a
+  // load; tied to c, the loop holds all twelve in registers. The same instruction: the same bits.
+  static Reg fma(Reg a, Reg b, Reg c) {
+    asm("vfmadd231ps %[b], %[a], %[c]" : [c] "+x"(c) : [a] "x"(a), [b] "x"(b));
+    return c;
+  }
   static void transpose(Reg block[8]) { avx2::transpose8(block); }
   template <class Fn>
   static bool with_columns_rank(std::int64_t r, Fn&& fn) { return avx2::with_power_of_two_rank(r, fn); }
