@@ -213,27 +213,30 @@ struct Update {
   static constexpr auto kPackedTiles = packed_tiles_up_to(std::make_index_sequence<kTileRows>{});
 
   // Rows q = c of a term's part of the panel: wk F[e0 + e][c] for e < width (the block of columns
-  // [e0, e0 + width), zeros past len), row stride width; F the term's packed factor (len, r).
+  // [e0, e0 + width), zeros past len), column tile by column tile: value (c, e) at
+  // rows[(e / kTileCols) strip + c kTileCols + e % kTileCols]; F the term's packed factor (len, r).
   static void pack_rows(const float* f, std::int64_t len, std::int64_t r, float wk, std::int64_t e0,
-                        std::int64_t width, float* rows) {
+                        std::int64_t width, std::int64_t strip, float* rows) {
+    const auto at = [&](std::int64_t c, std::int64_t e) {
+      return rows + (e / kTileCols) * strip + c * kTileCols + e % kTileCols;
+    };
     const Reg w = V::set1(wk);
     const bool by_columns = V::with_columns_rank(r, [&](auto rank) {
       constexpr int R = decltype(rank)::value;
       Reg column[R];
       for (std::int64_t e = 0; e < width; e += kLanes) {
         V::template columns<R>(f + (e0 + e) * R, len - e0 - e, column);
-        for (int c = 0; c < R; ++c) V::store(rows + c * width + e, V::mul(w, column[c]));
+        for (int c = 0; c < R; ++c) V::store(at(c, e), V::mul(w, column[c]));
       }
     });
     if (by_columns) return;
     for (std::int64_t c = 0; c < r; ++c) {
-      float* row = rows + c * width;
       if (r == 1) {
         for (std::int64_t e = 0; e < width; e += kLanes)
-          V::store(row + e, V::mul(w, V::load_masked(V::mask(len - e0 - e), f + e0 + e)));
+          V::store(at(c, e), V::mul(w, V::load_masked(V::mask(len - e0 - e), f + e0 + e)));
         continue;
       }
-      for (std::int64_t e = 0; e < width; ++e) row[e] = e0 + e < len ? wk * f[(e0 + e) * r + c] : 0.0f;
+      for (std::int64_t e = 0; e < width; ++e) *at(c, e) = e0 + e < len ? wk * f[(e0 + e) * r + c] : 0.0f;
     }
   }
 
@@ -310,10 +313,12 @@ struct Update {
         std::vector<const float*> a(static_cast<std::size_t>(terms_per_panel * r));
         // Rank 1: a row tile's broadcast values of a depth block, packed just before its tiles
         // (tile_packed): ap[q kTileRows + i], 12 KiB that stay in L1 while its tiles read them.
+        // Each term's values are stored as a whole vector, whose lanes past the tile's rows land
+        // in the next term's place (its own store comes after) or in kLanes floats of slack.
         const bool pack_broadcast = r == 1;
         const TileFn* const rank_tiles = tiles_for_rank(r);
         const std::int64_t tile_floats = terms_per_panel * kTileRows;
-        UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(tile_floats) : 0);
+        UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(tile_floats + kLanes) : 0);
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
         // During its tiles the next step's packed lines and its first row tile's broadcast lines
         // (rank 1, at a new depth block: all its rows' broadcast values, which the row tiles'
@@ -339,10 +344,12 @@ struct Update {
           const std::int64_t terms = std::min(terms_per_panel, n_terms - k0), depth = terms * r;
           for (std::int64_t cb = ct0; cb < ct1; cb += kBlockTiles) {
             const std::int64_t e0 = cb * kTileCols, width = std::min(kBlockTiles, ct1 - cb) * kTileCols;
-            // Panel rows q = (k - k0) r + c: weight_k F_k[e0 .., c].
+            // Panel rows q = (k - k0) r + c: weight_k F_k[e0 .., c], a strip of depth x kTileCols
+            // per column tile, which its tiles read in order.
+            const std::int64_t strip = depth * kTileCols;
             for (std::int64_t k = 0; k < terms; ++k)
-              pack_rows(blocks[k0 + k] + packed_at, cols, r, static_cast<float>(weight[k0 + k]), e0, width,
-                        bp.data() + k * r * width);
+              pack_rows(blocks[k0 + k] + packed_at, cols, r, static_cast<float>(weight[k0 + k]), e0, width, strip,
+                        bp.data() + k * r * kTileCols);
             queue.clear();
             if (cb + kBlockTiles < ct1)
               queue_step(k0, cb + kBlockTiles);
@@ -365,18 +372,19 @@ struct Update {
                 for (std::int64_t k = 0; k < terms; ++k) {
                   const float* f = blocks[k0 + k] + broadcast_at + a0;
                   __builtin_prefetch(f + 32, 0, 3);
-                  V::store_masked(ap.data() + k * kTileRows, h, V::load_masked(h, f));
+                  V::store(ap.data() + k * kTileRows, V::load_masked(h, f));
                 }
               }
               for (std::int64_t b0 = e0; b0 < std::min(cols, e0 + width); b0 += kTileCols) {
                 const std::int64_t n_fetch = queue.take(std::min(fetch_per_tile, depth), fetch.data());
                 if (fetch_per_tile > depth) queue.pump(fetch_per_tile - depth);
                 if (pack_broadcast)
-                  kPackedTiles[rows_here](depth, ap.data(), bp.data() + (b0 - e0), width,
+                  kPackedTiles[rows_here](depth, ap.data(), bp.data() + (b0 - e0) / kTileCols * strip, kTileCols,
                                           dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
                                           fetch.data(), n_fetch);
                 else
-                  rank_tiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0), width,
+                  rank_tiles[rows_here](depth, a.data(), (a0 - r0) * r, r, bp.data() + (b0 - e0) / kTileCols * strip,
+                                    kTileCols,
                                     dst + (a0 - r0) * ldd + (b0 - c0), ldd, std::min(kTileCols, c1 - b0),
                                     fetch.data(), n_fetch);
               }
