@@ -209,7 +209,7 @@ bool update_signs_amx(std::int64_t m, std::int64_t n, std::int64_t r, std::int64
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                            const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 // Rows [a0, a1) of the update's coef (row stride width, from the block's first term) for `pairs`
-// whole pairs of rank r in 4, 8, 16: d_q A_q[a][c] at term r q + c, A_q (m, r) row-major at
+// whole pairs of rank r in 1, 4, 8, 16: d_q A_q[a][c] at term r q + c, A_q (m, r) row-major at
 // a_of[q], d_q = dk[q]. The AVX2 kernel serves the AVX2 and AVX-512 levels; the dispatch returns
 // false (nothing written) at the scalar level and at other ranks, where the caller's loop does it.
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
@@ -219,6 +219,14 @@ void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const 
 // 16) serves the AVX2 and AVX-512 levels; pack_b_pairs_available says where it runs.
 void pack_b_pair_avx2(std::int64_t r, const std::int8_t* b, std::int64_t jp0, const UpdateArgs& g, std::int16_t* bp);
 bool pack_b_pairs_available(std::int64_t r);
+// Bp's term pair jp at rank 1, whose terms' B columns are b0 and b1 (n values each; b1 null for a
+// missing last term, zeros): its whole blocks of kBpCols rows; returns the first row not written
+// (the caller's loop does the rest). The AVX2 kernel serves the AVX2 and AVX-512 levels; the
+// dispatch writes nothing and returns 0 at the scalar level.
+std::int64_t pack_b_rank1_avx2(const std::int8_t* b0, const std::int8_t* b1, std::int64_t jp, const UpdateArgs& g,
+                               std::int16_t* bp);
+std::int64_t pack_b_rank1_dispatch(const std::int8_t* b0, const std::int8_t* b1, std::int64_t jp, const UpdateArgs& g,
+                                   std::int16_t* bp);
 bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk,
                               std::int64_t pairs, std::int64_t a0, std::int64_t a1, std::int64_t width,
                               std::int16_t* coef);

@@ -157,11 +157,19 @@ bool pack_b_pairs_available(std::int64_t r) {
 #endif
 }
 
+std::int64_t pack_b_rank1_dispatch(const std::int8_t* b0, const std::int8_t* b1, std::int64_t jp, const UpdateArgs& g,
+                                   std::int16_t* bp) {
+#if defined(__x86_64__)
+  if (current_level() != SimdChoice::scalar) return pack_b_rank1_avx2(b0, b1, jp, g, bp);
+#endif
+  return 0;
+}
+
 bool pack_coef_pairs_dispatch(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk,
                               std::int64_t pairs, std::int64_t a0, std::int64_t a1, std::int64_t width,
                               std::int16_t* coef) {
 #if defined(__x86_64__)
-  if (current_level() != SimdChoice::scalar && (r == 4 || r == 8 || r == 16)) {
+  if (current_level() != SimdChoice::scalar && (r == 1 || r == 4 || r == 8 || r == 16)) {
     pack_coef_pairs_avx2(r, a_of, dk, pairs, a0, a1, width, coef);
     return true;
   }

@@ -43,7 +43,9 @@ void pack_b(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, cons
     const Term& t1 = terms[static_cast<std::size_t>(second ? 2 * jp + 1 : 2 * jp)];
     const std::int8_t* b0col = blocks[t0.k] + t0.c;
     const std::int8_t* b1col = blocks[t1.k] + t1.c;
-    for (std::int64_t b0 = 0; b0 < g.n_pad; b0 += g.kBpCols) {
+    // Rank 1: the whole blocks of rows by the level's vector kernel where it has one.
+    const std::int64_t from = r == 1 ? detail::pack_b_rank1_dispatch(b0col, second ? b1col : nullptr, jp, g, bp) : 0;
+    for (std::int64_t b0 = from; b0 < g.n_pad; b0 += g.kBpCols) {
       std::int16_t* out = bp + g.bp_offset(jp, b0);
       const std::int64_t rows = std::clamp<std::int64_t>(n - b0, 0, g.kBpCols);
       for (std::int64_t b = 0; b < rows; ++b) {
@@ -77,12 +79,12 @@ void pack_coef(const std::vector<Term>& terms, std::int64_t n, std::int64_t r, c
         col[j - j0] = blocks[t.k] + n * r + t.c;
         dk[j - j0] = present ? d[t.k] : 0;
       }
-      // Ranks 4, 8, 16: the block's whole pairs by the level's vector kernel where it has one (a
+      // Ranks 1, 4, 8, 16: the block's whole pairs by the level's vector kernel where it has one (a
       // pair's r terms are consecutive, and blocks start at a pair's first).
       std::int64_t done = 0;
-      if (r == 4 || r == 8 || r == 16) {
-        const std::int8_t* a_of[kBlock / 4];
-        std::int16_t d_of[kBlock / 4];
+      if (r == 1 || r == 4 || r == 8 || r == 16) {
+        const std::int8_t* a_of[kBlock];
+        std::int16_t d_of[kBlock];
         const std::int64_t pairs = (std::min(j1, n_terms) - j0) / r;
         for (std::int64_t q = 0; q < pairs; ++q) {
           a_of[q] = col[r * q];

@@ -47,6 +47,25 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
     for (std::int64_t b = 0; b < cols; ++b) g.z[(a0 + i) * g.n + b0 + b] += part[i][b];
 }
 
+// v[t] (16 int16: 8 values in each 128-bit lane) transposed within each lane: afterwards v[c] holds
+// in its low lane the values c of the low lanes of v[0 .. 7], in its high lane those of the high.
+inline void transpose8_epi16_lanes(__m256i (&v)[8]) {
+  __m256i s[8], t[8];
+  for (int i = 0; i < 4; ++i) {
+    s[2 * i] = _mm256_unpacklo_epi16(v[2 * i], v[2 * i + 1]);      // values 0-3 of rows 2i, 2i + 1
+    s[2 * i + 1] = _mm256_unpackhi_epi16(v[2 * i], v[2 * i + 1]);  // values 4-7
+  }
+  for (int h = 0; h < 2; ++h)  // rows 0-3 (h = 0) and 4-7
+    for (int k = 0; k < 2; ++k) {
+      t[4 * h + 2 * k] = _mm256_unpacklo_epi32(s[4 * h + k], s[4 * h + 2 + k]);      // values 4k, 4k + 1
+      t[4 * h + 2 * k + 1] = _mm256_unpackhi_epi32(s[4 * h + k], s[4 * h + 2 + k]);  // values 4k + 2, 4k + 3
+    }
+  for (int c = 0; c < 4; ++c) {
+    v[2 * c] = _mm256_unpacklo_epi64(t[c], t[4 + c]);
+    v[2 * c + 1] = _mm256_unpackhi_epi64(t[c], t[4 + c]);
+  }
+}
+
 }  // namespace
 
 // Rank 4: eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and
@@ -56,6 +75,26 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
 // go value by value. Ranks 8 and 16: each pair's row alone.
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                           std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
+  if (r == 1) {  // 16 rows x 8 terms at a time: each term's 16 rows widened and weighted, then transposed
+    const std::int64_t grouped = pairs / 8 * 8;
+    std::int64_t a = a0;
+    for (; a + 16 <= a1; a += 16)
+      for (std::int64_t q0 = 0; q0 < grouped; q0 += 8) {
+        __m256i v[8];  // v[t]: term q0 + t's rows a .. a + 7 | a + 8 .. a + 15
+        for (int t = 0; t < 8; ++t)
+          v[t] = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a_of[q0 + t] + a))),
+                                    _mm256_set1_epi16(dk[q0 + t]));
+        transpose8_epi16_lanes(v);  // v[c]: row a + c's 8 terms | row a + 8 + c's
+        for (int c = 0; c < 8; ++c) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(coef + (a + c) * width + q0), _mm256_castsi256_si128(v[c]));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(coef + (a + c + 8) * width + q0), _mm256_extracti128_si256(v[c], 1));
+        }
+      }
+    for (std::int64_t row = a0; row < a1; ++row)
+      for (std::int64_t q = row < a ? grouped : 0; q < pairs; ++q)
+        coef[row * width + q] = static_cast<std::int16_t>(dk[q] * a_of[q][row]);
+    return;
+  }
   if (r == 8 || r == 16) {  // a pair's row is r contiguous bytes: widened, weighted and stored whole
     for (std::int64_t a = a0; a < a1; ++a)
       for (std::int64_t q = 0; q < pairs; ++q) {
@@ -127,6 +166,21 @@ void pack_b_pair_avx2(std::int64_t r, const std::int8_t* b, std::int64_t jp0, co
       _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
     }
   }
+}
+
+std::int64_t pack_b_rank1_avx2(const std::int8_t* b0, const std::int8_t* b1, std::int64_t jp, const UpdateArgs& g,
+                               std::int16_t* bp) {
+  std::int64_t row = 0;
+  for (; row + UpdateArgs::kBpCols <= g.n; row += UpdateArgs::kBpCols) {
+    const __m256i v0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + row)));
+    const __m256i v1 = b1 != nullptr ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + row)))
+                                     : _mm256_setzero_si256();
+    const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);  // rows 0-3 | 8-11, 4-7 | 12-15
+    __m256i* out = reinterpret_cast<__m256i*>(bp + g.bp_offset(jp, row));
+    _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+  }
+  return row;
 }
 
 void update_avx2(const UpdateArgs& g) {
