@@ -42,7 +42,10 @@ TEST(Int8Random, UpdateAccumulate) {
               S{70, 37, 1, 500, 1}, S{3, 5, 4, 70000, 1}, S{3, 5, 2, 125000, 1}, S{9, 70, 4, 30, 1, 2},
               S{3, 70, 4, 90000, 1, 1}, S{20, 130, 4, 3100, 1}, S{21, 40, 4, 50, 127}, S{70, 37, 8, 100, 1},
               S{19, 130, 16, 45, 1}, S{3, 5, 8, 70000, 1}, S{21, 50, 12, 30, 1}, S{2, 17, 4, 70000, 1, 1, true},
-              S{17, 2, 4, 70000, 1, 1, true}}) {
+              S{17, 2, 4, 70000, 1, 1, true},
+              // Rank 1's vector packing: 26 terms (three groups of eight and two left over) by 40
+              // rows (two groups of 16 and eight left over), B in a whole block of 16 rows and a part.
+              S{40, 20, 1, 47, 1}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
