@@ -72,7 +72,9 @@ inline void transpose8_epi16_lanes(__m256i (&v)[8]) {
 // two rounds of unpacks turn the four pairs' vectors into the rows' 16 bytes (rows i and i + 4 in
 // one register), widened and multiplied by the pairs' weights (the same int16 products as the
 // scalar loop: |d A| <= 127 * 128). The rows past the last eight and the pairs past the last four
-// go value by value. Ranks 8 and 16: each pair's row alone.
+// go value by value. Ranks 8 and 16: each pair's row alone. Rank 1: sixteen rows x eight terms,
+// transposed 8 x 8 in each 128-bit lane (the rows past the last sixteen and the terms past the
+// last eight value by value).
 void pack_coef_pairs_avx2(std::int64_t r, const std::int8_t* const* a_of, const std::int16_t* dk, std::int64_t pairs,
                           std::int64_t a0, std::int64_t a1, std::int64_t width, std::int16_t* coef) {
   if (r == 1) {  // 16 rows x 8 terms at a time: each term's 16 rows widened and weighted, then transposed
