@@ -66,6 +66,14 @@ inline void transpose8_epi16_lanes(__m256i (&v)[8]) {
   }
 }
 
+// A term pair's 16 rows into Bp: v0, v1 the two terms' int16 values of rows 0-15, interleaved
+// (row b's pair at out[2 b], out[2 b + 1]) by unpacks within the 128-bit lanes and a lane permute.
+inline void store_term_pair(__m256i v0, __m256i v1, std::int16_t* out) {
+  const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);  // rows 0-3 | 8-11, 4-7 | 12-15
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permute2x128_si256(lo, hi, 0x20));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out) + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
 }  // namespace
 
 // Rank 4: eight rows x four pairs at a time: each pair's eight rows are 32 contiguous bytes, and
@@ -162,10 +170,7 @@ void pack_b_pair_avx2(std::int64_t r, const std::int8_t* b, std::int64_t jp0, co
       }
       const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0));
       const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1));
-      const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);  // rows 0-3 | 8-11, 4-7 | 12-15
-      __m256i* out = reinterpret_cast<__m256i*>(bp + g.bp_offset(jp0 + e, b0));
-      _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));
-      _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+      store_term_pair(v0, v1, bp + g.bp_offset(jp0 + e, b0));
     }
   }
 }
@@ -177,10 +182,7 @@ std::int64_t pack_b_rank1_avx2(const std::int8_t* b0, const std::int8_t* b1, std
     const __m256i v0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + row)));
     const __m256i v1 = b1 != nullptr ? _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + row)))
                                      : _mm256_setzero_si256();
-    const __m256i lo = _mm256_unpacklo_epi16(v0, v1), hi = _mm256_unpackhi_epi16(v0, v1);  // rows 0-3 | 8-11, 4-7 | 12-15
-    __m256i* out = reinterpret_cast<__m256i*>(bp + g.bp_offset(jp, row));
-    _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));
-    _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));
+    store_term_pair(v0, v1, bp + g.bp_offset(jp, row));
   }
   return row;
 }
