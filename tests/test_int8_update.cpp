@@ -21,7 +21,9 @@ using namespace int8_test;
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
   // signs: 0 mixed, 1 mostly +, 2 all -; all_min: every factor value -128
-  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; bool all_min = false; };
+  // noise_a: A within [-64, 64] (the int8 noise's range), where the AVX2 level sums four terms per
+  // lane at ranks 4, 8, 16 (A = -64 and 64 against B = 127 and -128 when noise_a is 2)
+  struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; bool all_min = false; int noise_a = 0; };
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
   // its largest (-128 * (127 + 128); the u8 operand is A + 128 at rank 4, B + 128 at ranks 1 and
@@ -45,7 +47,13 @@ TEST(Int8Random, UpdateAccumulate) {
               S{17, 2, 4, 70000, 1, 1, true},
               // Rank 1's vector packing: 26 terms (three groups of eight and two left over) by 40
               // rows (two groups of 16 and eight left over), B in a whole block of 16 rows and a part.
-              S{40, 20, 1, 47, 1}}) {
+              S{40, 20, 1, 47, 1},
+              // The AVX2 level's quads: rows and quads in whole groups of eight and left over,
+              // columns past the last block of 16, ranks 4, 8, 12 and 16; 70000 pairs of rank 4,
+              // each term at its largest: two chunks of + quads; one A value of 65: the int16
+              // pairs instead.
+              S{19, 37, 4, 40, 1, 0, false, 1}, S{70, 33, 8, 21, 1, 0, false, 1}, S{9, 16, 12, 11, 1, 2, false, 1},
+              S{17, 50, 16, 9, 1, 1, false, 1}, S{5, 3, 4, 70000, 1, 1, false, 2}, S{13, 40, 4, 30, 1, 0, false, 3}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -55,11 +63,21 @@ TEST(Int8Random, UpdateAccumulate) {
       const bool minus = s.signs == 0 ? k % 2 == 1 : (s.signs == 1 ? k % 9 == 0 : true);
       d.push_back(static_cast<std::int8_t>(s.signs == 0 && k % 3 == 2 ? 0 : (minus ? -s.max_d : s.max_d)));
     }
+    if (s.noise_a != 0)
+      for (auto& b : storage) {
+        for (std::int64_t e = s.r * s.n; e < static_cast<std::int64_t>(b.size()); ++e)
+          b[static_cast<std::size_t>(e)] = static_cast<std::int8_t>(b[static_cast<std::size_t>(e)] / 2);
+        if (s.noise_a == 2) {  // B = 127 and -128 against A = -64 and 64
+          for (std::int64_t e = 0; e < static_cast<std::int64_t>(b.size()); ++e)
+            b[static_cast<std::size_t>(e)] = e < s.r * s.n ? (e % 3 == 0 ? -128 : 127) : (e % 2 == 0 ? -64 : 64);
+        }
+      }
+    if (s.noise_a == 3) storage[7][static_cast<std::size_t>(s.r * s.n + 5)] = 65;
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
     if (s.all_min)
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
-    else if (s.pairs >= 70000) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
+    else if (s.pairs >= 70000 && s.noise_a == 0) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
       const bool in_place = s.r == 4 || s.r == 8 || s.r == 16;
       for (auto& b : storage) {
         const std::int8_t big = 127, small = -128;

@@ -145,6 +145,7 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
 #if defined(__x86_64__)
   if (current_level() == SimdChoice::above_avx512 && update_signs_amx(m, n, r, n_pairs, blocks, d, z)) return true;
   if (at_avx512()) return update_signs_avx512_vnni(m, n, r, n_pairs, blocks, d, z);
+  if (current_level() == SimdChoice::avx2) return update_signs_avx2(m, n, r, n_pairs, blocks, d, z);
 #endif
   return false;
 }

@@ -1,0 +1,219 @@
+// The discrete update's sum (ALGORITHM.md 2.6), z[a][b] += sum_k d_k sum_c A_k[a][c] B_k[b][c], at
+// the AVX2 level (compiled with -mavx2) when every d is -1, 0 or 1 (the signs the integer strategy
+// passes), the rank a multiple of 4 and every A value within [-64, 64] (the int8 noise's values lie
+// within +-61, ALGORITHM.md 2.2).
+// Four terms per int32 lane, as at the AVX-512 VNNI level but with vpmaddubsw, which multiplies 32
+// byte pairs per instruction and runs twice as often a cycle as vpmaddwd on a Zen 3: B + 128 is
+// the u8 operand, A the s8 one, so a product pair is at most 2 * 255 * 64 = 32640 in magnitude and
+// the instruction's int16 saturation never happens; vpmaddwd against ones then adds the two pairs
+// of a lane's quad into int32. The terms of d = +1 and of d = -1 are summed apart and added to z and
+// subtracted from it, and the + 128 comes back out as 128 times a row's sum of A over the terms.
+// Exact: int32 within a chunk of quads, int64 in z, so the result equals the scalar level's bit
+// for bit whatever the threads.
+#include "backend/int8_ops.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/avx2_columns.hpp"
+
+namespace eggroll::cpu_int8::detail {
+namespace {
+
+using avx2::load_u32;
+
+constexpr int kRows = 4;                     // z rows per tile: 4 x 2 accumulators
+constexpr std::int64_t kCols = 16;           // z columns per tile
+constexpr std::int64_t kChunkQuads = 16384;  // a lane's quad sum is at most 4 * 255 * 64: 2^16 * 16384 = 2^30
+constexpr int kMaxA = 64;                    // |A| <= 64 keeps vpmaddubsw's int16 pairs exact
+
+// One sign's terms: quad q is columns 4 g .. 4 g + 3 of pair pairs[q / (r / 4)], g = q % (r / 4).
+struct SignQuads {
+  int sign = 0;
+  std::vector<const std::int8_t*> pairs;   // the factor blocks of the pairs with d = sign, in order
+  std::int64_t n_quads = 0, n_chunks = 0;
+  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 16, n_quads, 16, 4): B + 128, zero past n
+  std::unique_ptr<std::int8_t[]> coef;     // (m, 4 n_quads): A
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 times a row's sum of coef over a chunk
+};
+
+struct Shape {
+  std::int64_t m = 0, n = 0, r = 0, n_pad = 0;
+  // Quad q's first byte of factor row j (B rows j < n, then A rows n + a).
+  const std::int8_t* at(const SignQuads& s, std::int64_t q, std::int64_t j) const {
+    return s.pairs[static_cast<std::size_t>(q / (r / 4))] + j * r + 4 * (q % (r / 4));
+  }
+};
+
+// Quad q's bytes of B, + 128, into its place in each column block: at rank 4 a block's 16 rows
+// are 64 contiguous bytes of the pair's B.
+void pack_b(const Shape& sh, SignQuads& s, std::int64_t q) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t b0 = 0; b0 < sh.n_pad; b0 += kCols) {
+    std::uint8_t* out = s.bq.get() + ((b0 / kCols) * s.n_quads + q) * kCols * 4;
+    if (sh.r == 4 && b0 + kCols <= sh.n) {
+      const std::int8_t* in = sh.at(s, q, b0);
+      for (int h = 0; h < 2; ++h)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out) + h,
+                            _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in) + h), flip));
+      continue;
+    }
+    for (std::int64_t b = 0; b < kCols; ++b)
+      for (int e = 0; e < 4; ++e)
+        out[4 * b + e] = b0 + b < sh.n ? static_cast<std::uint8_t>(sh.at(s, q, b0 + b)[e] ^ 0x80) : std::uint8_t{0};
+  }
+}
+
+// Rows [a0, a1) of coef and rowsum; false when a value of A is outside [-64, 64]. At rank 4, 8
+// rows x 8 quads at a time: each quad's 8 rows are 32 contiguous bytes, an 8 x 8 transpose of
+// dwords makes them the rows' 32 bytes. The rest dword by dword.
+bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) {
+  const std::int64_t width = 4 * s.n_quads, grouped = sh.r == 4 ? s.n_quads / 8 * 8 : 0;
+  __m256i widest = _mm256_setzero_si256();  // the largest |A| met, per byte (unsigned: |-128| = 128)
+  std::int64_t a = a0;
+  for (; grouped > 0 && a + 8 <= a1; a += 8)
+    for (std::int64_t q0 = 0; q0 < grouped; q0 += 8) {
+      __m256i v[8], t[8];
+      for (int q = 0; q < 8; ++q) {
+        v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh.at(s, q0 + q, sh.n + a)));
+        widest = _mm256_max_epu8(widest, _mm256_abs_epi8(v[q]));
+      }
+      for (int q = 0; q < 8; q += 2) {  // t[q]: rows 0, 1 | 4, 5 of quads q, q + 1; t[q + 1]: rows 2, 3 | 6, 7
+        t[q] = _mm256_unpacklo_epi32(v[q], v[q + 1]);
+        t[q + 1] = _mm256_unpackhi_epi32(v[q], v[q + 1]);
+      }
+      for (int h = 0; h < 2; ++h)  // v[4 h + 2 g + i]: rows 2 h + i | 2 h + i + 4 of quads 4 g .. 4 g + 3
+        for (int g = 0; g < 2; ++g) {
+          v[4 * h + 2 * g] = _mm256_unpacklo_epi64(t[4 * g + h], t[4 * g + 2 + h]);
+          v[4 * h + 2 * g + 1] = _mm256_unpackhi_epi64(t[4 * g + h], t[4 * g + 2 + h]);
+        }
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 2; ++i) {
+          const __m256i lo = v[4 * h + i], hi = v[4 * h + 2 + i];  // quads 0-3 and 4-7 of rows 2 h + i | + 4
+          std::int8_t* row = s.coef.get() + (a + 2 * h + i) * width + 4 * q0;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm256_permute2x128_si256(lo, hi, 0x20));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 4 * width), _mm256_permute2x128_si256(lo, hi, 0x31));
+        }
+    }
+  alignas(32) std::uint8_t lanes[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), widest);
+  int largest = *std::max_element(lanes, lanes + 32);
+  for (std::int64_t row = a0; row < a1; ++row)
+    for (std::int64_t q = row < a ? grouped : 0; q < s.n_quads; ++q)
+      for (int e = 0; e < 4; ++e) {
+        const std::int8_t v = sh.at(s, q, sh.n + row)[e];
+        s.coef[static_cast<std::size_t>(row * width + 4 * q + e)] = v;
+        largest = std::max(largest, v < 0 ? -int{v} : int{v});
+      }
+  if (largest > kMaxA) return false;
+  for (std::int64_t row = a0; row < a1; ++row)
+    for (std::int64_t ch = 0; ch < s.n_chunks; ++ch) {
+      const std::int8_t* c = s.coef.get() + row * width + 4 * ch * kChunkQuads;
+      const std::int64_t count = 4 * (std::min(s.n_quads, (ch + 1) * kChunkQuads) - ch * kChunkQuads);
+      std::int32_t sum = 0;  // at most 4 * 64 * 16384 = 2^22 in magnitude
+      for (std::int64_t e = 0; e < count; ++e) sum += c[e];
+      s.rowsum[static_cast<std::size_t>(row * s.n_chunks + ch)] = 128 * sum;
+    }
+  return true;
+}
+
+// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += sign times the sign's quads, a chunk at a time:
+// int32 in registers (A's quad broadcast, vpmaddubsw against B + 128, vpmaddwd against ones), less
+// the rows' 128 sum A, then into the int64 z (columns past n skipped).
+template <int AT>
+void tile(const Shape& sh, const SignQuads& s, std::int64_t a0, std::int64_t b0, std::int64_t* z) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const std::int64_t width = 4 * s.n_quads, cols = std::min<std::int64_t>(kCols, sh.n - b0);
+  for (std::int64_t ch = 0; ch < s.n_chunks; ++ch) {
+    const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(s.n_quads, q0 + kChunkQuads);
+    __m256i c[AT * 2];
+#pragma GCC unroll 8
+    for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
+    const std::uint8_t* bq = s.bq.get() + ((b0 / kCols) * s.n_quads + q0) * kCols * 4;
+    const std::int8_t* cf = s.coef.get() + a0 * width + 4 * q0;
+    for (std::int64_t q = q0; q < q1; ++q, bq += kCols * 4, cf += 4) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq) + 1);
+#pragma GCC unroll 8
+      for (int i = 0; i < AT; ++i) {
+        const __m256i a = _mm256_set1_epi32(load_u32(cf + i * width));
+        c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(_mm256_maddubs_epi16(w0, a), ones));
+        c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(_mm256_maddubs_epi16(w1, a), ones));
+      }
+    }
+    alignas(32) std::int32_t part[AT][kCols];
+#pragma GCC unroll 8
+    for (int i = 0; i < AT; ++i) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(part[i]), c[2 * i]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
+    }
+    for (int i = 0; i < AT; ++i) {
+      const std::int64_t shift = s.rowsum[static_cast<std::size_t>((a0 + i) * s.n_chunks + ch)];
+      std::int64_t* zr = z + (a0 + i) * sh.n + b0;
+      for (std::int64_t b = 0; b < cols; ++b) zr[b] += s.sign * (part[i][b] - shift);
+    }
+  }
+}
+
+}  // namespace
+
+bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                       const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
+  if (r <= 0 || r % 4 != 0) return false;
+  for (std::int64_t k = 0; k < n_pairs; ++k)
+    if (d[k] < -1 || d[k] > 1) return false;
+  if (m <= 0 || n <= 0) return true;
+  const Shape sh{m, n, r, (n + kCols - 1) / kCols * kCols};
+  std::vector<SignQuads> signs;
+  for (int sign : {1, -1}) {
+    SignQuads s;
+    s.sign = sign;
+    for (std::int64_t k = 0; k < n_pairs; ++k)
+      if (d[k] == sign && blocks[k] != nullptr) s.pairs.push_back(blocks[k]);
+    if (s.pairs.empty()) continue;
+    s.n_quads = static_cast<std::int64_t>(s.pairs.size()) * (r / 4);
+    s.n_chunks = (s.n_quads + kChunkQuads - 1) / kChunkQuads;
+    s.bq = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(s.n_quads * sh.n_pad * 4));
+    s.coef = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m * 4 * s.n_quads));
+    s.rowsum = std::make_unique_for_overwrite<std::int32_t[]>(static_cast<std::size_t>(m * s.n_chunks));
+    signs.push_back(std::move(s));
+  }
+  if (signs.empty()) return true;
+  std::int64_t work = 0;
+  for (const SignQuads& s : signs) work += s.n_quads * 4 * m * n;
+  const bool parallel = work > kParallelMinWork;
+  // Every value of A is checked as coef is packed: a block outside [-64, 64] leaves z untouched
+  // and the int16 term pairs take over.
+  std::atomic<bool> fits{true};
+  const std::int64_t row_blocks = (m + 7) / 8;
+  for (SignQuads& s : signs) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb)
+      if (!pack_coef(sh, s, 8 * rb, std::min(m, 8 * rb + 8))) fits = false;
+    if (!fits) return false;
+  }
+  for (SignQuads& s : signs) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t q = 0; q < s.n_quads; ++q) pack_b(sh, s, q);
+  }
+  using TileFn = void (*)(const Shape&, const SignQuads&, std::int64_t, std::int64_t, std::int64_t*);
+  static const TileFn tiles[kRows] = {tile<1>, tile<2>, tile<3>, tile<4>};
+  const std::int64_t n_col_blocks = sh.n_pad / kCols, n_row_blocks = (m + kRows - 1) / kRows;
+  // column blocks outermost: a thread's consecutive tiles reread one cached slice of bq
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
+    for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
+      const std::int64_t a0 = rb * kRows;
+      for (const SignQuads& s : signs) tiles[std::min<std::int64_t>(kRows, m - a0) - 1](sh, s, a0, cb * kCols, z);
+    }
+  return true;
+}
+
+}  // namespace eggroll::cpu_int8::detail
+#endif
