@@ -51,9 +51,12 @@ TEST(Int8Random, UpdateAccumulate) {
               // The AVX2 level's quads: rows and quads in whole groups of eight and left over,
               // columns past the last block of 16, ranks 4, 8, 12 and 16; 70000 pairs of rank 4,
               // each term at its largest: two chunks of + quads; one A value of 65: the int16
-              // pairs instead.
+              // pairs instead (ranks 4 and 1).
               S{19, 37, 4, 40, 1, 0, false, 1}, S{70, 33, 8, 21, 1, 0, false, 1}, S{9, 16, 12, 11, 1, 2, false, 1},
-              S{17, 50, 16, 9, 1, 1, false, 1}, S{5, 3, 4, 70000, 1, 1, false, 2}, S{13, 40, 4, 30, 1, 0, false, 3}}) {
+              S{17, 50, 16, 9, 1, 1, false, 1}, S{5, 3, 4, 70000, 1, 1, false, 2}, S{13, 40, 4, 30, 1, 0, false, 3},
+              // rank 1: four pairs a quad, the last one short; 140000 pairs: two chunks of + quads
+              S{40, 37, 1, 303, 1, 0, false, 1}, S{70, 20, 1, 90, 1, 1, false, 1}, S{5, 3, 1, 140000, 1, 1, false, 2},
+              S{13, 40, 1, 30, 1, 0, false, 3}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;

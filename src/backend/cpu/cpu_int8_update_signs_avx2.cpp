@@ -1,7 +1,7 @@
 // The discrete update's sum (ALGORITHM.md 2.6), z[a][b] += sum_k d_k sum_c A_k[a][c] B_k[b][c], at
 // the AVX2 level (compiled with -mavx2) when every d is -1, 0 or 1 (the signs the integer strategy
-// passes), the rank a multiple of 4 and every A value within [-64, 64] (the int8 noise's values lie
-// within +-61, ALGORITHM.md 2.2).
+// passes), the rank 1 or a multiple of 4 and every A value within [-64, 64] (the int8 noise's values
+// lie within +-61, ALGORITHM.md 2.2).
 // Four terms per int32 lane, as at the AVX-512 VNNI level but with vpmaddubsw, which multiplies 32
 // byte pairs per instruction and runs twice as often a cycle as vpmaddwd on a Zen 3: B + 128 is
 // the u8 operand, A the s8 one, so a product pair is at most 2 * 255 * 64 = 32640 in magnitude and
@@ -33,7 +33,8 @@ constexpr std::int64_t kCols = 16;           // z columns per tile
 constexpr std::int64_t kChunkQuads = 16384;  // a lane's quad sum is at most 4 * 255 * 64: 2^16 * 16384 = 2^30
 constexpr int kMaxA = 64;                    // |A| <= 64 keeps vpmaddubsw's int16 pairs exact
 
-// One sign's terms: quad q is columns 4 g .. 4 g + 3 of pair pairs[q / (r / 4)], g = q % (r / 4).
+// One sign's terms: quad q is columns 4 g .. 4 g + 3 of pair pairs[q / (r / 4)], g = q % (r / 4), at
+// ranks that are multiples of 4; at rank 1, pairs 4 q .. 4 q + 3 (a missing last one's term zero).
 struct SignQuads {
   int sign = 0;
   std::vector<const std::int8_t*> pairs;   // the factor blocks of the pairs with d = sign, in order
@@ -45,11 +46,35 @@ struct SignQuads {
 
 struct Shape {
   std::int64_t m = 0, n = 0, r = 0, n_pad = 0;
-  // Quad q's first byte of factor row j (B rows j < n, then A rows n + a).
+  // Quad q's first byte of factor row j (B rows j < n, then A rows n + a), at a rank r = 4 g.
   const std::int8_t* at(const SignQuads& s, std::int64_t q, std::int64_t j) const {
     return s.pairs[static_cast<std::size_t>(q / (r / 4))] + j * r + 4 * (q % (r / 4));
   }
+  // Term e of quad q at factor row j, at any rank (0 for a missing term).
+  std::int8_t byte(const SignQuads& s, std::int64_t q, int e, std::int64_t j) const {
+    if (r != 1) return at(s, q, j)[e];
+    const std::size_t p = static_cast<std::size_t>(4 * q + e);
+    return p < s.pairs.size() ? s.pairs[p][j] : std::int8_t{0};
+  }
+  // Rank 1: quad q's whole groups of four pairs (quads) that exist, as pointers to the pairs' row j.
+  bool whole(const SignQuads& s, std::int64_t q) const { return 4 * q + 4 <= static_cast<std::int64_t>(s.pairs.size()); }
 };
+
+// Rank 1: the four pairs' bytes of rows j .. j + 7 (or + 15), interleaved into one dword a row by
+// two rounds of unpacks (rows 0-3, 4-7, 8-11, 12-15 in the four results).
+inline void interleave4(const SignQuads& s, std::int64_t q, std::int64_t j, bool sixteen, __m128i (&d)[4]) {
+  __m128i x[4];
+  for (int e = 0; e < 4; ++e) {
+    const std::int8_t* p = s.pairs[static_cast<std::size_t>(4 * q + e)] + j;
+    x[e] = sixteen ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)) : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  const __m128i lo01 = _mm_unpacklo_epi8(x[0], x[1]), hi01 = _mm_unpackhi_epi8(x[0], x[1]);
+  const __m128i lo23 = _mm_unpacklo_epi8(x[2], x[3]), hi23 = _mm_unpackhi_epi8(x[2], x[3]);
+  d[0] = _mm_unpacklo_epi16(lo01, lo23);
+  d[1] = _mm_unpackhi_epi16(lo01, lo23);
+  d[2] = _mm_unpacklo_epi16(hi01, hi23);
+  d[3] = _mm_unpackhi_epi16(hi01, hi23);
+}
 
 // Quad q's bytes of B, + 128, into its place in each column block: at rank 4 a block's 16 rows
 // are 64 contiguous bytes of the pair's B.
@@ -64,24 +89,40 @@ void pack_b(const Shape& sh, SignQuads& s, std::int64_t q) {
                             _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in) + h), flip));
       continue;
     }
+    if (sh.r == 1 && sh.whole(s, q) && b0 + kCols <= sh.n) {
+      __m128i d[4];
+      interleave4(s, q, b0, true, d);
+      for (int h = 0; h < 4; ++h)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out) + h, _mm_xor_si128(d[h], _mm256_castsi256_si128(flip)));
+      continue;
+    }
     for (std::int64_t b = 0; b < kCols; ++b)
       for (int e = 0; e < 4; ++e)
-        out[4 * b + e] = b0 + b < sh.n ? static_cast<std::uint8_t>(sh.at(s, q, b0 + b)[e] ^ 0x80) : std::uint8_t{0};
+        out[4 * b + e] = b0 + b < sh.n ? static_cast<std::uint8_t>(sh.byte(s, q, e, b0 + b) ^ 0x80) : std::uint8_t{0};
   }
 }
 
-// Rows [a0, a1) of coef and rowsum; false when a value of A is outside [-64, 64]. At rank 4, 8
-// rows x 8 quads at a time: each quad's 8 rows are 32 contiguous bytes, an 8 x 8 transpose of
-// dwords makes them the rows' 32 bytes. The rest dword by dword.
+// Rows [a0, a1) of coef and rowsum; false when a value of A is outside [-64, 64]. At ranks 4 and 1,
+// 8 rows x 8 quads at a time: each quad's 8 rows as 8 dwords (at rank 4 32 contiguous bytes, at
+// rank 1 the four pairs' bytes interleaved), an 8 x 8 transpose of dwords makes them the rows' 32
+// bytes. The rest byte by byte.
 bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) {
-  const std::int64_t width = 4 * s.n_quads, grouped = sh.r == 4 ? s.n_quads / 8 * 8 : 0;
+  const std::int64_t width = 4 * s.n_quads;
+  const std::int64_t whole = sh.r == 1 ? static_cast<std::int64_t>(s.pairs.size()) / 4 : s.n_quads;
+  const std::int64_t grouped = sh.r == 4 || sh.r == 1 ? whole / 8 * 8 : 0;
   __m256i widest = _mm256_setzero_si256();  // the largest |A| met, per byte (unsigned: |-128| = 128)
   std::int64_t a = a0;
   for (; grouped > 0 && a + 8 <= a1; a += 8)
     for (std::int64_t q0 = 0; q0 < grouped; q0 += 8) {
       __m256i v[8], t[8];
       for (int q = 0; q < 8; ++q) {
-        v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh.at(s, q0 + q, sh.n + a)));
+        if (sh.r == 4) {
+          v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh.at(s, q0 + q, sh.n + a)));
+        } else {
+          __m128i d[4];
+          interleave4(s, q0 + q, sh.n + a, false, d);
+          v[q] = _mm256_set_m128i(d[1], d[0]);
+        }
         widest = _mm256_max_epu8(widest, _mm256_abs_epi8(v[q]));
       }
       for (int q = 0; q < 8; q += 2) {  // t[q]: rows 0, 1 | 4, 5 of quads q, q + 1; t[q + 1]: rows 2, 3 | 6, 7
@@ -107,7 +148,7 @@ bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) 
   for (std::int64_t row = a0; row < a1; ++row)
     for (std::int64_t q = row < a ? grouped : 0; q < s.n_quads; ++q)
       for (int e = 0; e < 4; ++e) {
-        const std::int8_t v = sh.at(s, q, sh.n + row)[e];
+        const std::int8_t v = sh.byte(s, q, e, sh.n + row);
         s.coef[static_cast<std::size_t>(row * width + 4 * q + e)] = v;
         largest = std::max(largest, v < 0 ? -int{v} : int{v});
       }
@@ -165,7 +206,7 @@ void tile(const Shape& sh, const SignQuads& s, std::int64_t a0, std::int64_t b0,
 
 bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                        const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
-  if (r <= 0 || r % 4 != 0) return false;
+  if (r != 1 && (r <= 0 || r % 4 != 0)) return false;
   for (std::int64_t k = 0; k < n_pairs; ++k)
     if (d[k] < -1 || d[k] > 1) return false;
   if (m <= 0 || n <= 0) return true;
@@ -177,7 +218,8 @@ bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int6
     for (std::int64_t k = 0; k < n_pairs; ++k)
       if (d[k] == sign && blocks[k] != nullptr) s.pairs.push_back(blocks[k]);
     if (s.pairs.empty()) continue;
-    s.n_quads = static_cast<std::int64_t>(s.pairs.size()) * (r / 4);
+    const std::int64_t n_pairs_s = static_cast<std::int64_t>(s.pairs.size());
+    s.n_quads = r == 1 ? (n_pairs_s + 3) / 4 : n_pairs_s * (r / 4);
     s.n_chunks = (s.n_quads + kChunkQuads - 1) / kChunkQuads;
     s.bq = std::make_unique_for_overwrite<std::uint8_t[]>(static_cast<std::size_t>(s.n_quads * sh.n_pad * 4));
     s.coef = std::make_unique_for_overwrite<std::int8_t[]>(static_cast<std::size_t>(m * 4 * s.n_quads));
