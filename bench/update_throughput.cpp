@@ -2,9 +2,10 @@
 // shapes and ranks, without shaping, noise or optimizer: float (Backend::lowrank_update) or int8
 // (Backend::qupdate_accumulate with signs +-1, as the integer strategy passes them).
 //   update_throughput [--shapes 512x64,64x512,2048x256,256x2048] [--ranks 1,4] [--terms 2048]
-//                     [--reps 15] [--dtype f32|int8]
+//                     [--reps 15] [--dtype f32|int8] [--byte-max 61]
 // Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
-// normals (int8: random bytes in [-127, 127]) laid out as a view lays them out (one block of
+// normals (int8: random bytes in [-byte-max, byte-max], by default the int8 noise's range; 127
+// makes the AVX2 level's sign quads give way to the int16 term pairs) laid out as a view lays them out (one block of
 // r (n + m) values per term). Threads: the OpenMP default (OMP_NUM_THREADS). Freed memory is kept
 // as the CLI keeps it (retain_freed_memory). Each figure is the median of the reps after one
 // warm-up call; the shapes and ranks are run in turn within each rep, so a noisy stretch spreads
@@ -67,7 +68,7 @@ int main(int argc, char** argv) try {
   std::string shapes = "512x64,64x512,2048x256,256x2048", ranks = "1,4";
   std::string dtype = "f32";
   std::int64_t terms = 2048;
-  int reps = 15;
+  int reps = 15, byte_max = 61;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (i + 1 >= argc) throw_error("update_throughput: ", a, " needs a value");
@@ -77,11 +78,12 @@ int main(int argc, char** argv) try {
     else if (a == "--terms") terms = count_of(v, "--terms");
     else if (a == "--reps") reps = static_cast<int>(count_of(v, "--reps"));
     else if (a == "--dtype") dtype = v;
-    else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps, --dtype)");
+    else if (a == "--byte-max") byte_max = static_cast<int>(std::min<std::int64_t>(count_of(v, "--byte-max"), 128));
+    else throw_error("update_throughput: unknown option ", a, " (--shapes, --ranks, --terms, --reps, --dtype, --byte-max)");
   }
   check(dtype == "f32" || dtype == "int8", "update_throughput: --dtype must be f32 or int8, got '", dtype, "'");
   const bool int8 = dtype == "int8";
-  std::uniform_int_distribution<int> byte(-127, 127);
+  std::uniform_int_distribution<int> byte(-byte_max, std::min(byte_max, 127));
   std::mt19937 gen(1);
   std::normal_distribution<float> normal;
   std::vector<Case> cases;

@@ -236,8 +236,8 @@ bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int6
   const std::int64_t row_blocks = (m + 7) / 8;
   for (SignQuads& s : signs) {
 #pragma omp parallel for schedule(static) if (parallel)
-    for (std::int64_t rb = 0; rb < row_blocks; ++rb)
-      if (!pack_coef(sh, s, 8 * rb, std::min(m, 8 * rb + 8))) fits = false;
+    for (std::int64_t rb = 0; rb < row_blocks; ++rb)  // once a block has failed, the rest are skipped
+      if (fits.load(std::memory_order_relaxed) && !pack_coef(sh, s, 8 * rb, std::min(m, 8 * rb + 8))) fits = false;
     if (!fits) return false;
   }
   for (SignQuads& s : signs) {
