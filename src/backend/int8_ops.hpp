@@ -206,8 +206,8 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
 // The same on AMX tiles (level avx512_amx) at ranks 1, 2, 4, 8 and 16 (false, and nothing done, otherwise).
 bool update_signs_amx(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                       const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
-// The same at the AVX2 level, at ranks that are multiples of 4 and with every |A| <= 64 (false, and
-// nothing done, otherwise).
+// The same at the AVX2 level, at rank 1 and ranks that are multiples of 4, with every |A| <= 64
+// (false, and nothing done, otherwise).
 bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                        const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,

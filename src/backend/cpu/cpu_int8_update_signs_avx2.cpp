@@ -56,7 +56,7 @@ struct Shape {
     const std::size_t p = static_cast<std::size_t>(4 * q + e);
     return p < s.pairs.size() ? s.pairs[p][j] : std::int8_t{0};
   }
-  // Rank 1: quad q's whole groups of four pairs (quads) that exist, as pointers to the pairs' row j.
+  // Rank 1: whether all four of quad q's pairs exist (the last quad may be short).
   bool whole(const SignQuads& s, std::int64_t q) const { return 4 * q + 4 <= static_cast<std::int64_t>(s.pairs.size()); }
 };
 
@@ -195,9 +195,9 @@ void tile(const Shape& sh, const SignQuads& s, std::int64_t a0, std::int64_t b0,
       _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
     }
     for (int i = 0; i < AT; ++i) {
-      const std::int64_t shift = s.rowsum[static_cast<std::size_t>((a0 + i) * s.n_chunks + ch)];
+      const std::int64_t bias = s.rowsum[static_cast<std::size_t>((a0 + i) * s.n_chunks + ch)];
       std::int64_t* zr = z + (a0 + i) * sh.n + b0;
-      for (std::int64_t b = 0; b < cols; ++b) zr[b] += s.sign * (part[i][b] - shift);
+      for (std::int64_t b = 0; b < cols; ++b) zr[b] += s.sign * (part[i][b] - bias);
     }
   }
 }
