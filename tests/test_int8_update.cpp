@@ -22,7 +22,8 @@ TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
   // signs: 0 mixed, 1 mostly +, 2 all -; all_min: every factor value -128
   // noise_a: A within [-64, 64] (the int8 noise's range), where the AVX2 level sums four terms per
-  // lane at ranks 4, 8, 16 (A = -64 and 64 against B = 127 and -128 when noise_a is 2)
+  // lane at rank 1 and ranks that are multiples of 4 (noise_a 2: A mostly -64, some 64, against B
+  // mostly 127, some -128, so that a chunk's int32 sums come near their bound; 3: one A of 65)
   struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; bool all_min = false; int noise_a = 0; };
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
@@ -72,7 +73,7 @@ TEST(Int8Random, UpdateAccumulate) {
           b[static_cast<std::size_t>(e)] = static_cast<std::int8_t>(b[static_cast<std::size_t>(e)] / 2);
         if (s.noise_a == 2) {  // B = 127 and -128 against A = -64 and 64
           for (std::int64_t e = 0; e < static_cast<std::int64_t>(b.size()); ++e)
-            b[static_cast<std::size_t>(e)] = e < s.r * s.n ? (e % 3 == 0 ? -128 : 127) : (e % 2 == 0 ? -64 : 64);
+            b[static_cast<std::size_t>(e)] = e < s.r * s.n ? (e % 9 == 0 ? -128 : 127) : (e % 8 == 0 ? 64 : -64);
         }
       }
     if (s.noise_a == 3) storage[7][static_cast<std::size_t>(s.r * s.n + 5)] = 65;
