@@ -4,7 +4,7 @@
 //   update_throughput [--shapes 512x64,64x512,2048x256,256x2048] [--ranks 1,4] [--terms 2048]
 //                     [--reps 15] [--dtype f32|int8] [--byte-max 61]
 // Shapes are m x n (outputs x inputs, as the model's matrices). The factor blocks are random
-// normals (int8: random bytes in [-byte-max, byte-max], by default the int8 noise's range; 127
+// normals (int8: random bytes in [-byte-max, byte-max], at most 128, by default the int8 noise's range; 127
 // makes the AVX2 level's sign quads give way to the int16 term pairs) laid out as a view lays them out (one block of
 // r (n + m) values per term). Threads: the OpenMP default (OMP_NUM_THREADS). Freed memory is kept
 // as the CLI keeps it (retain_freed_memory). Each figure is the median of the reps after one

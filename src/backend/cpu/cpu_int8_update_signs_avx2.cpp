@@ -104,8 +104,8 @@ void pack_b(const Shape& sh, SignQuads& s, std::int64_t q) {
 
 // Rows [a0, a1) of coef and rowsum; false when a value of A is outside [-64, 64]. At ranks 4 and 1,
 // 8 rows x 8 quads at a time: each quad's 8 rows as 8 dwords (at rank 4 32 contiguous bytes, at
-// rank 1 the four pairs' bytes interleaved), an 8 x 8 transpose of dwords makes them the rows' 32
-// bytes. The rest byte by byte.
+// rank 1 the four pairs' bytes interleaved), an 8 x 8 transpose of dwords (avx2::transpose8) makes
+// them the rows' 32 bytes. The rest byte by byte.
 bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) {
   const std::int64_t width = 4 * s.n_quads;
   const std::int64_t whole = sh.r == 1 ? static_cast<std::int64_t>(s.pairs.size()) / 4 : s.n_quads;
@@ -114,7 +114,7 @@ bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) 
   std::int64_t a = a0;
   for (; grouped > 0 && a + 8 <= a1; a += 8)
     for (std::int64_t q0 = 0; q0 < grouped; q0 += 8) {
-      __m256i v[8], t[8];
+      __m256i v[8];
       for (int q = 0; q < 8; ++q) {
         if (sh.r == 4) {
           v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sh.at(s, q0 + q, sh.n + a)));
@@ -125,22 +125,11 @@ bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) 
         }
         widest = _mm256_max_epu8(widest, _mm256_abs_epi8(v[q]));
       }
-      for (int q = 0; q < 8; q += 2) {  // t[q]: rows 0, 1 | 4, 5 of quads q, q + 1; t[q + 1]: rows 2, 3 | 6, 7
-        t[q] = _mm256_unpacklo_epi32(v[q], v[q + 1]);
-        t[q + 1] = _mm256_unpackhi_epi32(v[q], v[q + 1]);
-      }
-      for (int h = 0; h < 2; ++h)  // v[4 h + 2 g + i]: rows 2 h + i | 2 h + i + 4 of quads 4 g .. 4 g + 3
-        for (int g = 0; g < 2; ++g) {
-          v[4 * h + 2 * g] = _mm256_unpacklo_epi64(t[4 * g + h], t[4 * g + 2 + h]);
-          v[4 * h + 2 * g + 1] = _mm256_unpackhi_epi64(t[4 * g + h], t[4 * g + 2 + h]);
-        }
-      for (int h = 0; h < 2; ++h)
-        for (int i = 0; i < 2; ++i) {
-          const __m256i lo = v[4 * h + i], hi = v[4 * h + 2 + i];  // quads 0-3 and 4-7 of rows 2 h + i | + 4
-          std::int8_t* row = s.coef.get() + (a + 2 * h + i) * width + 4 * q0;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm256_permute2x128_si256(lo, hi, 0x20));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 4 * width), _mm256_permute2x128_si256(lo, hi, 0x31));
-        }
+      __m256 rows[8];  // the 8 x 8 dword transpose (as floats: shuffles move the bits as they are)
+      for (int q = 0; q < 8; ++q) rows[q] = _mm256_castsi256_ps(v[q]);
+      avx2::transpose8(rows);  // rows[i]: row a + i's 8 quads
+      for (int i = 0; i < 8; ++i)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(s.coef.get() + (a + i) * width + 4 * q0), _mm256_castps_si256(rows[i]));
     }
   alignas(32) std::uint8_t lanes[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), widest);
