@@ -21,9 +21,10 @@ using namespace int8_test;
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
   // signs: 0 mixed, 1 mostly +, 2 all -; all_min: every factor value -128
-  // noise_a: A within [-64, 64] (the int8 noise's range), where the AVX2 level sums four terms per
-  // lane at rank 1 and ranks that are multiples of 4 (noise_a 2: A mostly -64, some 64, against B
-  // mostly 127, some -128, so that a chunk's int32 sums come near their bound; 3: one A of 65)
+  // noise_a: A and B within [-63, 63] (the int8 noise's range), where the AVX2 level sums eight
+  // terms per lane and step at rank 1 and ranks that are multiples of 4 (noise_a 2: A mostly -63,
+  // some 63, against B mostly 63, some -63, so that a chunk's int32 sums come near their bound;
+  // 3: one A of 64; 4: one B of -64)
   struct S { std::int64_t m, n, r, pairs; int max_d; int signs = 0; bool all_min = false; int noise_a = 0; };
   // The AVX-512 level sums four terms per lane when every |d| <= 1, else int16 pairs. 70000 pairs
   // of rank 4 and 125000 of rank 2: two chunks of its int32 partial sums per sign, each term at
@@ -50,14 +51,16 @@ TEST(Int8Random, UpdateAccumulate) {
               // rows (two groups of 16 and eight left over), B in a whole block of 16 rows and a part.
               S{40, 20, 1, 47, 1},
               // The AVX2 level's quads: rows and quads in whole groups of eight and left over,
-              // columns past the last block of 16, ranks 4, 8, 12 and 16; 70000 pairs of rank 4,
-              // each term at its largest: two chunks of + quads; one A value of 65: the int16
-              // pairs instead (ranks 4 and 1).
-              S{19, 37, 4, 40, 1, 0, false, 1}, S{70, 33, 8, 21, 1, 0, false, 1}, S{9, 16, 12, 11, 1, 2, false, 1},
-              S{17, 50, 16, 9, 1, 1, false, 1}, S{5, 3, 4, 70000, 1, 1, false, 2}, S{13, 40, 4, 30, 1, 0, false, 3},
+              // an odd and an even number of quads a sign, columns past the last block of 16,
+              // ranks 4, 8, 12 and 16; 70000 pairs of rank 4, each term at its largest: two chunks
+              // of + quads; one A value of 64 or one B value of -64: the int16 pairs instead
+              // (ranks 4 and 1).
+              S{19, 37, 4, 40, 1, 0, false, 1}, S{19, 37, 4, 41, 1, 2, false, 1}, S{70, 33, 8, 21, 1, 0, false, 1},
+              S{9, 16, 12, 11, 1, 2, false, 1}, S{17, 50, 16, 9, 1, 1, false, 1}, S{5, 3, 4, 70000, 1, 1, false, 2},
+              S{13, 40, 4, 30, 1, 0, false, 3}, S{13, 40, 4, 30, 1, 0, false, 4},
               // rank 1: four pairs a quad, the last one short; 140000 pairs: two chunks of + quads
               S{40, 37, 1, 303, 1, 0, false, 1}, S{70, 20, 1, 90, 1, 1, false, 1}, S{5, 3, 1, 140000, 1, 1, false, 2},
-              S{13, 40, 1, 30, 1, 0, false, 3}}) {
+              S{13, 40, 1, 30, 1, 0, false, 3}, S{13, 40, 1, 30, 1, 0, false, 4}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -69,14 +72,14 @@ TEST(Int8Random, UpdateAccumulate) {
     }
     if (s.noise_a != 0)
       for (auto& b : storage) {
-        for (std::int64_t e = s.r * s.n; e < static_cast<std::int64_t>(b.size()); ++e)
-          b[static_cast<std::size_t>(e)] = static_cast<std::int8_t>(b[static_cast<std::size_t>(e)] / 2);
-        if (s.noise_a == 2) {  // B = 127 and -128 against A = -64 and 64
+        for (auto& v : b) v = static_cast<std::int8_t>(v % 64);
+        if (s.noise_a == 2) {  // B = 63 and -63 against A = -63 and 63
           for (std::int64_t e = 0; e < static_cast<std::int64_t>(b.size()); ++e)
-            b[static_cast<std::size_t>(e)] = e < s.r * s.n ? (e % 9 == 0 ? -128 : 127) : (e % 8 == 0 ? 64 : -64);
+            b[static_cast<std::size_t>(e)] = e < s.r * s.n ? (e % 9 == 0 ? -63 : 63) : (e % 8 == 0 ? 63 : -63);
         }
       }
-    if (s.noise_a == 3) storage[7][static_cast<std::size_t>(s.r * s.n + 5)] = 65;
+    if (s.noise_a == 3) storage[7][static_cast<std::size_t>(s.r * s.n + 5)] = 64;
+    if (s.noise_a == 4) storage[7][static_cast<std::size_t>(s.r * s.n - 3)] = -64;
     if (s.pairs == 1200)  // every term -128 * -128 * 127: an int32 sum over the pairs would overflow
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
     if (s.all_min)
