@@ -127,6 +127,9 @@ struct Avx2 {
   // No factor queue at one row per member beside a W streamed from past L2 (cpu_float_lowrank.hpp):
   // measured on a Zen 3, whose prefetcht1 fills L1 as well.
   static constexpr bool kQueueBesideStreamedW = false;
+  // The next block's rows of x queued at several rows per member (cpu_float_lowrank.hpp): measured
+  // on a Zen 3.
+  static constexpr bool kQueueNextRowsOfX = true;
   static void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t r, float* out) {
     xb_rows_shared<1>(x, n, b, n, r, out);
   }

@@ -1,7 +1,8 @@
 // The level-generic part of the cpu backend's fused low-rank forward (cpu_float.hpp), included by
 // each float level file (cpu_float_avx512.cpp, cpu_float_avx2.cpp) with its own level type L,
 // defined with internal linkage there so that every instantiation stays in the file compiled for
-// its instruction set. L provides, as static functions:
+// its instruction set. L provides the constants kQueueBesideStreamedW and kQueueNextRowsOfX (below)
+// and, as static functions:
 //   xb_row(x, b, n, r, out): out[c] = x . B[:, c] for c < r, B (n, r) row-major;
 //   xb_rows_shared<T>(x, ldx, b, n, r, out): the same for T rows x + t ldx, each row's bits as
 //     xb_row's (T = 2 and 4);
@@ -139,11 +140,13 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       next->add(block, (whole_blocks ? block_floats : n * r) * 4);
       queued = block;
     }
-    // With several rows per member and rank > 1, the next block's rows of x as well: its prepare
-    // reads them first (x . B), and where they come from memory (a layer's input written for all
-    // of the call's rows) the products waited on them with nothing to hide behind (docs/results.md,
-    // "Masked loads and stores on a Zen 3"). Queued whether or not the factors are.
-    if (transposed && next != nullptr && last < next_block_end) next->add(x + last * n, (next_block_end - last) * n * 4);
+    // With several rows per member and rank > 1, the next block's rows of x as well, at levels that
+    // say so (L::kQueueNextRowsOfX): its prepare reads them first (x . B), and where they come from
+    // memory (a layer's input written for all of the call's rows) the products waited on them with
+    // nothing to hide behind (docs/results.md, "Masked loads and stores on a Zen 3"). Queued
+    // whether or not the factors are.
+    if (L::kQueueNextRowsOfX && transposed && next != nullptr && last < next_block_end)
+      next->add(x + last * n, (next_block_end - last) * n * 4);
     UnsetVector<float> bt(transposed ? static_cast<std::size_t>(r * n) : 0);
     float* at = nullptr;  // A^T of the factor block met last, in this thread's scratch
     UnsetVector<float>* at_next = nullptr;
