@@ -500,5 +500,38 @@ TEST(ClipGlobalNorm, LeavesGradsAtOrBelowMaxOrWithoutLimit) {
   EXPECT_EQ(clip_global_norm({}, 1.0), 0.0);
 }
 
+// Gradients long enough for the norm's blocks to be summed in parallel: the same bits on one
+// thread and on two, near the exact norm, and the scaled values the same as well.
+TEST(ClipGlobalNorm, SameBitsForAnyThreadCount) {
+#if defined(_OPENMP)
+  std::vector<float> a(200003), b(70001);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * static_cast<double>(i)) * 1e-2f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11 * static_cast<double>(i)) * 3e-3f;
+  long double exact = 0;
+  for (float v : a) exact += static_cast<long double>(v) * v;
+  for (float v : b) exact += static_cast<long double>(v) * v;
+  const int threads = omp_get_max_threads();
+  double norm[2];
+  std::vector<float> scaled[2][2];
+  for (int k = 0; k < 2; ++k) {
+    omp_set_num_threads(k + 1);
+    std::vector<float> ca = a, cb = b;
+    norm[k] = clip_global_norm({{ca.data(), static_cast<std::int64_t>(ca.size())},
+                                {cb.data(), static_cast<std::int64_t>(cb.size())}}, 0.5);
+    scaled[k][0] = ca;
+    scaled[k][1] = cb;
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(norm[0], norm[1]);
+  EXPECT_NEAR(norm[0], std::sqrt(static_cast<double>(exact)), 1e-12 * norm[0]);
+  ASSERT_GT(norm[0], 0.5);  // so the values were scaled
+  EXPECT_EQ(scaled[0][0], scaled[1][0]);
+  EXPECT_EQ(scaled[0][1], scaled[1][1]);
+  EXPECT_NEAR(scaled[0][0][1], a[1] * 0.5 / norm[0], 1e-9);
+#else
+  GTEST_SKIP() << "built without OpenMP";
+#endif
+}
+
 }  // namespace
 }  // namespace eggroll

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "eggroll/core/error.hpp"
+#include "es/blocked_sum.hpp"
 
 namespace eggroll {
 
@@ -245,13 +246,17 @@ double clip_global_norm(const std::vector<std::pair<float*, std::int64_t>>& grad
   for (const auto& [data, n] : grads) {
     check(n >= 0 && (n == 0 || data != nullptr), "clip_global_norm: a gradient of ", n,
           " elements has a null pointer or a negative size");
-    for (std::int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(data[i]) * data[i];
+    const float* g = data;
+    sum_sq += es_detail::blocked_sum(n, [g](std::int64_t i) { return static_cast<double>(g[i]) * g[i]; });
   }
   const double norm = std::sqrt(sum_sq);
   if (max_norm > 0.0 && std::isfinite(norm) && norm > max_norm) {
     const double scale = max_norm / norm;
-    for (const auto& [data, n] : grads)
-      for (std::int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(data[i] * scale);
+    for (const auto& [data, n] : grads) {
+      float* g = data;
+#pragma omp parallel for schedule(static) if (n >= (std::int64_t{1} << 16))
+      for (std::int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(g[i] * scale);
+    }
   }
   return norm;
 }
