@@ -124,9 +124,6 @@ inline void xb_rows_shared(const float* x, std::int64_t ldx, const float* b, std
 
 // The AVX2 level of cpu_float_lowrank.hpp.
 struct Avx2 {
-  // No factor queue at one row per member beside a W streamed from past L2 (cpu_float_lowrank.hpp):
-  // measured on a Zen 3, whose prefetcht1 fills L1 as well.
-  static constexpr bool kQueueBesideStreamedW = false;
   // The next block's rows of x queued at several rows per member (cpu_float_lowrank.hpp): measured
   // on a Zen 3.
   static constexpr bool kQueueNextRowsOfX = true;

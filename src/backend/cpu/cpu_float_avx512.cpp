@@ -207,7 +207,6 @@ inline void xb_transposed(const float* x, std::int64_t rows, const float* bt, st
 
 // The AVX-512 level of cpu_float_lowrank.hpp.
 struct Avx512 {
-  static constexpr bool kQueueBesideStreamedW = true;  // as cpu_float_avx2.cpp's; not measured here
   // No queue of the next block's rows of x (cpu_float_lowrank.hpp): on a Zen 5 its prefetches held
   // the core on its outstanding misses, a tenth of the medium model's rank-4 forward at 16 rows per
   // member, which ran 1.03-1.06 times as fast without them (docs/results.md, fiftieth pass).

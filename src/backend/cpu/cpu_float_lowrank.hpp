@@ -1,8 +1,7 @@
 // The level-generic part of the cpu backend's fused low-rank forward (cpu_float.hpp), included by
 // each float level file (cpu_float_avx512.cpp, cpu_float_avx2.cpp) with its own level type L,
 // defined with internal linkage there so that every instantiation stays in the file compiled for
-// its instruction set. L provides the constants kQueueBesideStreamedW and kQueueNextRowsOfX (below)
-// and, as static functions:
+// its instruction set. L provides the constant kQueueNextRowsOfX (below) and, as static functions:
 //   xb_row(x, b, n, r, out): out[c] = x . B[:, c] for c < r, B (n, r) row-major;
 //   xb_rows_shared<T>(x, ldx, b, n, r, out): the same for T rows x + t ldx, each row's bits as
 //     xb_row's (T = 2 and 4);
@@ -102,13 +101,12 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const auto row_b = r == 1 ? std::make_unique<const float*[]>(static_cast<std::size_t>(batch.rows())) : nullptr;
   const std::int64_t block_floats = r * (n + m);
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
-  // No factor queue, at levels that say so (L::kQueueBesideStreamedW), at one row per member where
-  // W takes more than a quarter of L2: there the tiles fetch W's panels ahead themselves, and the
-  // queue's lines competed with them for the miss buffers (the large model at rank 1 1.03-1.07
-  // times as fast without it on a Zen 3, rank 4 level: docs/results.md, "The float line queue by
-  // shape").
-  const bool w_streamed =
-      !L::kQueueBesideStreamedW && rows_per_member == 1 && m * n * 4 > cpu_sgemm::detail::l2_bytes() / 4;
+  // No factor queue at one row per member where W takes more than a quarter of L2: there the tiles
+  // fetch W's panels ahead themselves, and the queue's lines competed with them for the miss
+  // buffers (the large model at rank 1 1.03-1.07 times as fast without it on a Zen 3 at the AVX2
+  // level, docs/results.md, "The float line queue by shape"; at rank 4 with the table 1.04-1.06
+  // on a Zen 5 at the AVX-512 level, the fiftieth pass).
+  const bool w_streamed = rows_per_member == 1 && m * n * 4 > cpu_sgemm::detail::l2_bytes() / 4;
   const std::function<void(std::int64_t, std::int64_t, std::int64_t, cpu::LineQueue*)> prepare =
       [&](std::int64_t first, std::int64_t last, std::int64_t tiles_last, cpu::LineQueue* next) {
     // This block's factors generated where they are not yet (LowRankFactors::ready): now, by the
