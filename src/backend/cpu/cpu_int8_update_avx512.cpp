@@ -2,11 +2,12 @@
 // at the AVX-512 VNNI level.
 // - When every d is -1, 0 or 1 (the signs the integer strategy passes): four terms per vpdpbusd
 //   lane (64 multiply-adds per instruction), one factor + 128 as the u8 operand and the other as
-//   the s8 one. The terms of d = +1 and of d = -1 are summed apart, then added to z and
-//   subtracted from it, so neither operand is negated (-A does not fit int8 when A = -128); the
-//   +128 comes back out as 128 times the other factor's sum over the terms. Ranks 4, 8, 16: A +
-//   128 broadcast from the blocks, B copied per column block (128 sum_t B_t[b] per column, summed
-//   as it is copied). Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row).
+//   the s8 one, neither operand negated (-A does not fit int8 when A = -128); the +128 comes back
+//   out as 128 times the other factor's sum over the terms. Ranks 4, 8, 16: A + 128 broadcast
+//   from the blocks, B copied per column block (its share summed as it is copied), and both signs
+//   in the same tiles: a d = -1 quad's u8 operand is 127 - A, so its lanes sum -A B + 127 B.
+//   Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row), the terms of d = +1 and of
+//   d = -1 summed apart, then added to z and subtracted from it.
 // - Otherwise: term pairs of int16 (d_k A_k against B_k, packed by cpu_int8_update.cpp), one
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
@@ -36,9 +37,11 @@ constexpr std::int64_t kChunkQuads = 16384;   // 4 * 128 * 255 * kChunkQuads < 2
 constexpr std::int64_t kPackRows = 64;        // coef packing block: rows x terms
 constexpr std::int64_t kPackTerms = 64;
 constexpr std::int64_t kAhead = 8;  // quads ahead that the in-place tile fetches
-// Quads per pass over z at rank 4: a tile's A lines of a pass (64 bytes a quad) and its column
-// block's slice (256 bytes a quad) stay in L2 (one pass over every quad lost 1.8x at N 65536).
-constexpr std::int64_t kPassQuads = 1024;
+// Quads per pass over z at ranks 4, 8, 16: a tile's A lines of a pass (64 bytes a quad) and its
+// column block's slice (256 bytes a quad) stay in L2 (one pass over every quad lost 1.8x at N
+// 65536). The blocks lie r (n + m) bytes apart, so at the large model (9216 bytes at rank 4) a
+// tile's A lines fall into 1/16 of L2's sets: passes of 1024 quads lost 10-20% against 512 on a Zen 5.
+constexpr std::int64_t kPassQuads = 512;
 
 using avx512::byte_mask;
 using avx512::load_u32;
@@ -301,32 +304,39 @@ void run(std::vector<Quads>& signs, const std::int8_t* const* blocks, std::int64
 // broadcast from the blocks, and B the s8 one: each thread copies B of a column block into a
 // slice of its own when it starts that column block's tiles (in cache for them), instead of a
 // packing pass writing B and A for every quad to memory and the tiles reading them back, and
-// sums the slice's columns as it copies them, for the +128's share (128 sum_t B_t[b]). No pass
-// over A besides the tiles'.
+// sums the slice's columns as it copies them, for the +128's share. No pass over A besides the
+// tiles'.
+// Both signs go through the same tiles, the d = +1 quads first: a d = -1 quad's u8 operand is
+// 127 - A = (A + 128) ^ 0xFF, so its lane sums (127 - A) B = -A B + 127 B, and the share is
+// 128 B for the d = +1 terms and 127 B for the d = -1 ones. Any int8 A and B, one epilogue and
+// one pass over z for both signs.
 
 struct InPlace {
-  std::int64_t m = 0, n = 0, r = 0, n_quads = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
-  int sign = 0;
+  std::int64_t m = 0, n = 0, r = 0, n_quads = 0, n_plus = 0, n_passes = 0, pass_quads = 0;  // passes of about even size
   std::vector<const std::int8_t*> block;  // quad q's factor block: B rows (n, r), then A rows (m, r)
   std::vector<std::int64_t> dword;        // quad q's dword of the block's rows (its columns / 4)
   std::pair<std::int64_t, std::int64_t> pass_quads_of(std::int64_t pass) const {
     return {pass * pass_quads, std::min(n_quads, (pass + 1) * pass_quads)};
   }
+  // where the d = -1 quads start in [q0, q1)
+  std::int64_t minus_from(std::int64_t q0, std::int64_t q1) const { return std::clamp(n_plus, q0, q1); }
 };
 
 InPlace in_place(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks, const std::int8_t* d,
-                 std::int64_t n_pairs, int sign) {
+                 std::int64_t n_pairs) {
   InPlace g;
   g.m = m;
   g.n = n;
   g.r = r;
-  g.sign = sign;
-  for (std::int64_t k = 0; k < n_pairs; ++k)
-    if (d[k] == sign && blocks[k] != nullptr)
-      for (std::int64_t q = 0; q < r / 4; ++q) {
-        g.block.push_back(blocks[k]);
-        g.dword.push_back(q);
-      }
+  for (int sign : {1, -1}) {
+    for (std::int64_t k = 0; k < n_pairs; ++k)
+      if (d[k] == sign && blocks[k] != nullptr)
+        for (std::int64_t q = 0; q < r / 4; ++q) {
+          g.block.push_back(blocks[k]);
+          g.dword.push_back(q);
+        }
+    if (sign == 1) g.n_plus = static_cast<std::int64_t>(g.block.size());
+  }
   g.n_quads = static_cast<std::int64_t>(g.block.size());
   g.n_passes = (g.n_quads + kPassQuads - 1) / kPassQuads;
   g.pass_quads = g.n_passes > 0 ? (g.n_quads + g.n_passes - 1) / g.n_passes : 0;
@@ -359,13 +369,15 @@ inline __m512i strided_dwords(const std::int8_t* rows, std::int64_t r, std::int6
 
 // slice (pass_quads, 64, 4) = the B bytes of columns [b0, b0 + 64) of the quads of this pass,
 // copied from the blocks: one contiguous stream for the tiles of a column block (read in place,
-// the blocks' lines lie a block's size apart and crowd a few cache sets); colsum[b - b0] = 128 sum
-// over the quads of B_t[b] (zero past n).
+// the blocks' lines lie a block's size apart and crowd a few cache sets); colsum[b - b0] = the
+// share over the quads, 128 B_t[b] for d = +1 and 127 B_t[b] for d = -1 (zero past n).
 void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8_t* slice, std::int32_t* colsum) {
   const auto [q0, q1] = g.pass_quads_of(pass);
-  const std::int64_t cols = std::min<std::int64_t>(kCols, g.n - b0);
+  const std::int64_t minus = g.minus_from(q0, q1), cols = std::min<std::int64_t>(kCols, g.n - b0);
   const __m512i ones = _mm512_set1_epi8(1);
-  __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  __m512i sum[2][4];  // d = +1, d = -1
+  for (auto& half : sum)
+    for (__m512i& v : half) v = _mm512_setzero_si512();
   for (std::int64_t q = q0; q < q1; ++q) {
     const std::size_t qa = static_cast<std::size_t>(std::min(q + kAhead, q1 - 1));
     if (g.dword[qa] == 0)  // the pair's lines, once for its quads
@@ -373,34 +385,35 @@ void pack_slice(const InPlace& g, std::int64_t pass, std::int64_t b0, std::uint8
         _mm_prefetch(reinterpret_cast<const char*>(g.block[qa] + b0 * g.r + 64 * line), _MM_HINT_T0);
     const std::int8_t* src = g.block[static_cast<std::size_t>(q)] + b0 * g.r;
     const std::int64_t dw = g.dword[static_cast<std::size_t>(q)];
+    __m512i(&s)[4] = sum[q >= minus ? 1 : 0];
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       const __m512i bv = strided_dwords(src + 16 * v * g.r, g.r, dw, cols - 16 * v);
       _mm512_store_si512(slice + (q - q0) * kCols * 4 + 64 * v, bv);
-      sum[v] = _mm512_dpbusd_epi32(sum[v], ones, bv);
+      s[v] = _mm512_dpbusd_epi32(s[v], ones, bv);
     }
   }
 #pragma GCC unroll 4
-  for (int v = 0; v < 4; ++v) _mm512_store_si512(colsum + 16 * v, _mm512_slli_epi32(sum[v], 7));
+  for (int v = 0; v < 4; ++v)  // 128 (plus + minus) - minus
+    _mm512_store_si512(colsum + 16 * v, _mm512_sub_epi32(_mm512_slli_epi32(_mm512_add_epi32(sum[0][v], sum[1][v]), 7),
+                                                         sum[1][v]));
 }
 
-// quad_tile's sum over the quads of this pass, with B from the column block's slice and A + 128
-// broadcast from the quads' blocks.
+// c += the quads [qa, qb) of a tile: B from the column block's slice (quad q0's first), A + 128
+// broadcast from the quads' blocks and xor-ed with flip (0x80 bytes: A + 128; 0x7F: 127 - A),
+// with the tile's lines of z fetched meanwhile, one a quad from quad q0 on, for its epilogue (z
+// outgrows L2 at the large model).
 template <int RT>
-void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32_t* colsum, std::int64_t a0,
-                   std::int64_t b0, std::int64_t pass, std::int64_t* z) {
-  const auto [q0, q1] = g.pass_quads_of(pass);
-  __m512i c[RT][4];
-#pragma GCC unroll 8
-  for (int i = 0; i < RT; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
-  const std::int64_t a_at = (g.n + a0) * g.r, r = g.r;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (std::int64_t q = q0; q < q1; ++q) {
+[[gnu::always_inline]] inline void in_place_quads(const InPlace& g, const std::uint8_t* slice, std::int64_t a_at,
+                                                  std::int64_t q0, std::int64_t qa, std::int64_t qb, std::int64_t q1,
+                                                  __m512i flip, const std::int64_t* zt, __m512i (&c)[RT][4]) {
+  const std::int64_t r = g.r;
+  for (std::int64_t q = qa; q < qb; ++q) {
     const std::int8_t* blk = g.block[static_cast<std::size_t>(q)] + 4 * g.dword[static_cast<std::size_t>(q)];
     _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
                  _MM_HINT_T0);
+    if (const std::int64_t line = q - q0; line < RT * 8)
+      _mm_prefetch(reinterpret_cast<const char*>(zt + (line / 8) * g.n + (line % 8) * 8), _MM_HINT_ET0);
     const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
     __m512i w[4];
 #pragma GCC unroll 4
@@ -412,37 +425,51 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], au, w[v]);
     }
   }
-  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, g.sign, z + a0 * g.n + b0, g.n);
 }
 
-// The signs' sums in one team, with no barrier: column blocks split into contiguous shares of
-// (column block, row tile) in that order, as in run above; pass by pass, a thread packs a column
-// block's slice when its share enters it. A thread's tiles are its own in every pass and sign.
-void run_in_place(const std::vector<InPlace>& signs, std::int64_t* z) {
+// quad_tile's sum over the quads of this pass, both signs, then added into z.
+template <int RT>
+void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32_t* colsum, std::int64_t a0,
+                   std::int64_t b0, std::int64_t pass, std::int64_t* z) {
+  const auto [q0, q1] = g.pass_quads_of(pass);
+  const std::int64_t minus = g.minus_from(q0, q1);
+  __m512i c[RT][4];
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
+  const std::int64_t a_at = (g.n + a0) * g.r;
+  std::int64_t* zt = z + a0 * g.n + b0;
+  in_place_quads<RT>(g, slice, a_at, q0, q0, minus, q1, _mm512_set1_epi8(static_cast<char>(0x80)), zt, c);
+  in_place_quads<RT>(g, slice, a_at, q0, minus, q1, q1, _mm512_set1_epi8(0x7F), zt, c);
+  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, 1, zt, g.n);
+}
+
+// The sums in one team, with no barrier: column blocks split into contiguous shares of (column
+// block, row tile) in that order, as in run above; pass by pass, a thread packs a column block's
+// slice when its share enters it. A thread's tiles are its own in every pass.
+void run_in_place(const InPlace& g, std::int64_t* z) {
   using Fn = void (*)(const InPlace&, const std::uint8_t*, const std::int32_t*, std::int64_t, std::int64_t,
                       std::int64_t, std::int64_t*);
   static const Fn tiles[kRows] = {in_place_tile<1>, in_place_tile<2>, in_place_tile<3>,
                                   in_place_tile<4>, in_place_tile<5>, in_place_tile<6>};
-  const std::int64_t m = signs[0].m, n = signs[0].n;
+  const std::int64_t m = g.m, n = g.n;
   const std::int64_t col_blocks = (n + kCols - 1) / kCols, row_blocks = (m + kRows - 1) / kRows;
-  std::int64_t quads = 0;
-  for (const InPlace& g : signs) quads += g.n_quads;
-  cpu_parallel::team(m * n * quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+  cpu_parallel::team(m * n * g.n_quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
     // the slice, then the column sums (64-byte aligned)
     const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4 + 4));
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
     std::int32_t* colsum = reinterpret_cast<std::int32_t*>(lines.get() + kPassQuads * 4);
-    for (const InPlace& g : signs)
-      for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
-        std::int64_t packed = -1;
-        for (std::int64_t it = first; it < last; ++it) {
-          const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-          if (cb != packed) pack_slice(g, pass, cb * kCols, slice, colsum);
-          packed = cb;
-          tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, colsum, a0, cb * kCols, pass, z);
-        }
+    for (std::int64_t pass = 0; pass < g.n_passes; ++pass) {
+      std::int64_t packed = -1;
+      for (std::int64_t it = first; it < last; ++it) {
+        const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+        if (cb != packed) pack_slice(g, pass, cb * kCols, slice, colsum);
+        packed = cb;
+        tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, colsum, a0, cb * kCols, pass, z);
       }
+    }
   });
 }
 
@@ -485,12 +512,8 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
     if (d[k] < -1 || d[k] > 1) return false;
   if (m <= 0 || n <= 0) return true;
   if (r == 4 || r == 8 || r == 16) {
-    std::vector<InPlace> signs;
-    for (int sign : {1, -1}) {
-      InPlace g = in_place(m, n, r, blocks, d, n_pairs, sign);
-      if (g.n_quads > 0) signs.push_back(std::move(g));
-    }
-    if (!signs.empty()) run_in_place(signs, z);
+    const InPlace g = in_place(m, n, r, blocks, d, n_pairs);
+    if (g.n_quads > 0) run_in_place(g, z);
     return true;
   }
   std::vector<Quads> signs;
