@@ -60,7 +60,11 @@ TEST(Int8Random, UpdateAccumulate) {
               S{13, 40, 4, 30, 1, 0, false, 3}, S{13, 40, 4, 30, 1, 0, false, 4},
               // rank 1: four pairs a quad, the last one short; 140000 pairs: two chunks of + quads
               S{40, 37, 1, 303, 1, 0, false, 1}, S{70, 20, 1, 90, 1, 1, false, 1}, S{5, 3, 1, 140000, 1, 1, false, 2},
-              S{13, 40, 1, 30, 1, 0, false, 3}, S{13, 40, 1, 30, 1, 0, false, 4}}) {
+              S{13, 40, 1, 30, 1, 0, false, 3}, S{13, 40, 1, 30, 1, 0, false, 4},
+              // The AVX-512 level's signs in one tile: both at their largest terms (the u8 factor
+              // 127 for d = +1, -128 for d = -1, against -128: 4 * 255 * -128 a quad either way),
+              // chunks holding quads of both signs (ranks 1 and 2, packed; rank 4, in place).
+              S{3, 5, 1, 140000, 1, 0, false, 5}, S{3, 5, 2, 125000, 1, 0, false, 5}, S{3, 5, 4, 70000, 1, 0, false, 5}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -92,6 +96,14 @@ TEST(Int8Random, UpdateAccumulate) {
         std::fill(b.begin() + s.r * s.n, b.end(), in_place ? big : small);
       }
     }
+    if (s.noise_a == 5)  // the u8 operand's factor (B at ranks 1 and 2, A at 4) by sign, the other -128
+      for (std::int64_t k = 0; k < s.pairs; ++k) {
+        I8& b = storage[static_cast<std::size_t>(k)];
+        const bool b_u8 = s.r == 1 || s.r == 2;
+        const std::int8_t u8_factor = d[static_cast<std::size_t>(k)] > 0 ? 127 : -128;
+        std::fill(b.begin(), b.begin() + s.r * s.n, b_u8 ? u8_factor : std::int8_t{-128});
+        std::fill(b.begin() + s.r * s.n, b.end(), b_u8 ? std::int8_t{-128} : u8_factor);
+      }
     std::vector<std::int64_t> z0(static_cast<std::size_t>(s.m * s.n));
     for (auto& v : z0) v = static_cast<std::int64_t>(rng.next() % 2000001) - 1000000;
     expect_all_levels_equal<std::int64_t>("qupdate_accumulate", s.m * s.n, [&](Backend& be, std::int64_t* z) {

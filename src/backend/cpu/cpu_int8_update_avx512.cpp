@@ -2,12 +2,11 @@
 // at the AVX-512 VNNI level.
 // - When every d is -1, 0 or 1 (the signs the integer strategy passes): four terms per vpdpbusd
 //   lane (64 multiply-adds per instruction), one factor + 128 as the u8 operand and the other as
-//   the s8 one, neither operand negated (-A does not fit int8 when A = -128); the +128 comes back
-//   out as 128 times the other factor's sum over the terms. Ranks 4, 8, 16: A + 128 broadcast
-//   from the blocks, B copied per column block (its share summed as it is copied), and both signs
-//   in the same tiles: a d = -1 quad's u8 operand is 127 - A, so its lanes sum -A B + 127 B.
-//   Other ranks: B + 128 packed, A packed (128 sum_t A_t[a] per row), the terms of d = +1 and of
-//   d = -1 summed apart, then added to z and subtracted from it.
+//   the s8 one, neither operand negated (-A does not fit int8 when A = -128): both signs in the
+//   same tiles, a d = -1 quad's u8 operand being 127 - its factor (the +128 operand xor 0xFF).
+//   The share comes back out as 128 (d = +1) or 127 (d = -1) times the other factor's sum over
+//   the terms. Ranks 4, 8, 16: A + 128 broadcast from the blocks, B copied per column block (its
+//   share summed as it is copied). Other ranks: B + 128 packed, A packed (its share per row).
 // - Otherwise: term pairs of int16 (d_k A_k against B_k, packed by cpu_int8_update.cpp), one
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
@@ -47,12 +46,14 @@ using avx512::byte_mask;
 using avx512::load_u32;
 using avx512::add16_to_z;
 
-// One sign's terms, packed: term t = 4 q + e is (pair k, column c).
+// Both signs' terms, packed: term t = 4 q + e is (pair tk[t], column tc[t]), the d = +1 terms
+// first, up to a whole quad (padded with missing terms, tk = -1), then the d = -1 terms. A d = +1
+// quad's u8 operand is B + 128 and a d = -1 quad's 127 - B = (B + 128) ^ 0xFF, so the lanes sum
+// A B + 128 A and -A B + 127 A: one tile and one pass over z for both signs.
 struct Quads {
-  std::int64_t m = 0, n = 0, r = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_chunks = 0;
-  int sign = 0;
-  std::vector<std::int64_t> tk, tc;        // the terms (pair, column) of this sign, in order
-  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 64, n_quads, 64, 4): B_t[b] + 128, zero for a missing term
+  std::int64_t m = 0, n = 0, r = 0, n_pad = 0, n_terms = 0, n_quads = 0, n_plus = 0, n_chunks = 0;  // n_plus: d = +1 quads
+  std::vector<std::int64_t> tk, tc;        // the terms (pair, column), in order
+  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 64, n_quads, 64, 4): B_t[b] + 128 or 127 - B_t[b], zero for a missing term
   // The 4 bytes of quad q at B row b: a column block's slice is contiguous, so a tile streams it
   // (with rows of n_pad * 4 bytes, a multiple of 4 KiB at n = 1024 and more, every quad's line
   // of the slice fell into the same few cache sets and the slice did not stay in L2).
@@ -60,7 +61,7 @@ struct Quads {
     return bq.get() + ((b / kCols) * n_quads + q) * kCols * 4 + (b % kCols) * 4;
   }
   std::unique_ptr<std::int8_t[]> coef;     // (m, 4 n_quads): A_t[a], zero for a missing term
-  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 128 sum of a row's coef over a chunk
+  std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): a chunk's share, 128 sum of a row's d = +1 coef + 127 sum of its d = -1 ones
 };
 
 // A quad is simple when its four terms are whole pairs' columns in order: four pairs' one (rank
@@ -151,20 +152,28 @@ void pack_coef_block(const std::int8_t* const* blocks, const std::vector<std::in
   for (std::int64_t a = a0; a < a1; ++a) {
     std::int8_t* out = coef + a * width;
     for (std::int64_t k = t0 + 4 * n_simple; k < t1; ++k)
-      out[k] = k < n_terms ? blocks[tk[k]][(n + a) * r + tc[k]] : std::int8_t{0};
+      out[k] = k < n_terms && tk[k] >= 0 ? blocks[tk[k]][(n + a) * r + tc[k]] : std::int8_t{0};
   }
 }
 
-// A sign's terms (pair, column) in order, and room for their packing (pack_quads).
+// The terms (pair, column) in order, d = +1 then d = -1, and room for their packing (pack_quads).
 Quads quads_of(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t* const* blocks, const std::int8_t* d,
-               std::int64_t n_pairs, int sign) {
+               std::int64_t n_pairs) {
   Quads g;
-  g.sign = sign;
-  for (std::int64_t k = 0; k < n_pairs; ++k) {
-    if (d[k] != sign || blocks[k] == nullptr) continue;
-    for (std::int64_t c = 0; c < r; ++c) {
-      g.tk.push_back(k);
-      g.tc.push_back(c);
+  for (int sign : {1, -1}) {
+    for (std::int64_t k = 0; k < n_pairs; ++k) {
+      if (d[k] != sign || blocks[k] == nullptr) continue;
+      for (std::int64_t c = 0; c < r; ++c) {
+        g.tk.push_back(k);
+        g.tc.push_back(c);
+      }
+    }
+    if (sign == 1) {
+      while (g.tk.size() % 4 != 0) {
+        g.tk.push_back(-1);
+        g.tc.push_back(-1);
+      }
+      g.n_plus = static_cast<std::int64_t>(g.tk.size()) / 4;
     }
   }
   g.m = m;
@@ -180,14 +189,23 @@ Quads quads_of(std::int64_t m, std::int64_t n, std::int64_t r, const std::int8_t
   return g;
 }
 
+// The sum of bytes [k0, k1) of row, 64 at a time, as 1 * s8 dot products.
+inline std::int32_t byte_sum(const std::int8_t* row, std::int64_t k0, std::int64_t k1) {
+  __m512i sum = _mm512_setzero_si512();
+  for (std::int64_t k = k0; k < k1; k += 64)
+    sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(byte_mask(k1 - k), row + k));
+  return _mm512_reduce_add_epi32(sum);
+}
+
 // Thread t of nt's part of the packing: bq of its share of the quads, then coef and the rowsums of
 // its share of the rows (16 at a time, so that a short matrix still splits).
 void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std::int64_t nt) {
   const std::int64_t m = g.m, n = g.n, r = g.r, width = 4 * g.n_quads;
   const std::vector<std::int64_t>&tk = g.tk, &tc = g.tc;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const auto [qa, qb] = cpu_parallel::share(g.n_quads, t, nt);
   for (std::int64_t q = qa; q < qb; ++q) {
+    const std::uint8_t flip_byte = q < g.n_plus ? 0x80 : 0x7F;
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(flip_byte));
     if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
       for (std::int64_t b = 0; b < g.n_pad; b += 16) {
         const std::int64_t count = std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b));
@@ -197,8 +215,9 @@ void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std:
     }
     for (std::int64_t b = 0; b < g.n_pad; b += kCols) std::fill_n(g.quad_at(q, b), kCols * 4, std::uint8_t{0});
     for (std::int64_t e = 0; e < 4 && 4 * q + e < g.n_terms; ++e) {
+      if (tk[4 * q + e] < 0) continue;
       const std::int8_t* col = blocks[tk[4 * q + e]] + tc[4 * q + e];
-      for (std::int64_t b = 0; b < n; ++b) g.quad_at(q, b)[e] = static_cast<std::uint8_t>(col[b * r] ^ 0x80);
+      for (std::int64_t b = 0; b < n; ++b) g.quad_at(q, b)[e] = static_cast<std::uint8_t>(col[b * r] ^ flip_byte);
     }
   }
   // coef in blocks of rows x terms, row by row: the block's factor rows stay in L1 and each row
@@ -213,22 +232,21 @@ void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std:
   for (std::int64_t a = row_first; a < row_last; ++a)
     for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) {
       const std::int8_t* row = g.coef.get() + a * width;
-      const std::int64_t t1 = std::min(width, 4 * (ch + 1) * kChunkQuads);
-      __m512i sum = _mm512_setzero_si512();  // 64 bytes at a time, as 1 * s8 dot products
-      for (std::int64_t k = 4 * ch * kChunkQuads; k < t1; k += 64)
-        sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), _mm512_maskz_loadu_epi8(byte_mask(t1 - k), row + k));
-      g.rowsum[static_cast<std::size_t>(a * g.n_chunks + ch)] = 128 * _mm512_reduce_add_epi32(sum);
+      const std::int64_t t0 = 4 * ch * kChunkQuads, t1 = std::min(width, 4 * (ch + 1) * kChunkQuads);
+      const std::int64_t minus = std::clamp(4 * g.n_plus, t0, t1);
+      g.rowsum[static_cast<std::size_t>(a * g.n_chunks + ch)] =
+          128 * byte_sum(row, t0, minus) + 127 * byte_sum(row, minus, t1);
     }
 }
 
-// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += sign * (c[i] - the +128's
-// share): the end of a quad tile. The share is the row's, rowsum[i * rowsum_stride], or, with a
+// z rows [0, RT) x columns [0, min(cols, 64)) (row stride ldz) += c[i] - the share: the end of a
+// quad tile. The share is the row's, rowsum[i * rowsum_stride], or, with a
 // null rowsum, the column's, colsum[col]. The accumulators are stored first, then widened from
 // memory: with this epilogue on the registers, GCC 12 keeps a stack copy of every accumulator,
 // stored on each step of the tile's loop (2-3x the time).
 template <int RT>
 inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum, std::int64_t rowsum_stride,
-                          const std::int32_t* colsum, std::int64_t cols, int sign, std::int64_t* z, std::int64_t ldz) {
+                          const std::int32_t* colsum, std::int64_t cols, std::int64_t* z, std::int64_t ldz) {
   alignas(64) std::int32_t part[RT][kCols];
 #pragma GCC unroll 8
   for (int i = 0; i < RT; ++i)
@@ -239,15 +257,16 @@ inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum,
     const __m512i row_share = _mm512_set1_epi32(rowsum != nullptr ? rowsum[i * rowsum_stride] : 0);
     for (std::int64_t col = 0; col < cols; col += 16) {
       const __m512i share = rowsum != nullptr ? row_share : _mm512_load_si512(colsum + col);
-      add16_to_z(z + i * ldz + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), share), sign);
+      add16_to_z(z + i * ldz + col, cols - col, _mm512_sub_epi32(_mm512_load_si512(part[i] + col), share), 1);
     }
   }
 }
 
-// z rows [a0, a0 + RT) x columns [b0, b0 + 64) += sign * (the quads [q0, q1) of chunk ch): int32
-// in registers, then the +128's share taken out and the result added into the int64 z.
+// z rows [a0, a0 + RT) x columns [b0, b0 + 64) += the quads [q0, q1) of chunk ch: int32 in
+// registers, then the share taken out and the result added into the int64 z. The tile's lines of
+// z are fetched during its quads, one a quad, for the epilogue.
 template <int RT>
-void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch, int sign, std::int64_t* z) {
+void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch, std::int64_t* z) {
   const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(g.n_quads, q0 + kChunkQuads), width = 4 * g.n_quads;
   __m512i c[RT][4];
 #pragma GCC unroll 8
@@ -256,7 +275,10 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
     for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
   const std::int8_t* coef = g.coef.get() + a0 * width;
   const std::uint8_t* slice = g.quad_at(q0, b0);  // quad q's 64 columns at slice + 256 (q - q0)
+  std::int64_t* zt = z + a0 * g.n + b0;
   for (std::int64_t q = q0; q < q1; ++q) {
+    if (const std::int64_t line = q - q0; line < RT * 8)
+      _mm_prefetch(reinterpret_cast<const char*>(zt + (line / 8) * g.n + (line % 8) * 8), _MM_HINT_ET0);
     const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
     __m512i w[4];
 #pragma GCC unroll 4
@@ -268,32 +290,25 @@ void quad_tile(const Quads& g, std::int64_t a0, std::int64_t b0, std::int64_t ch
       for (int v = 0; v < 4; ++v) c[i][v] = _mm512_dpbusd_epi32(c[i][v], w[v], cf);
     }
   }
-  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, nullptr, g.n - b0, sign, z + a0 * g.n + b0,
-                    g.n);
+  add_tile_to_z<RT>(c, g.rowsum.get() + a0 * g.n_chunks + ch, g.n_chunks, nullptr, g.n - b0, zt, g.n);
 }
 
-// The signs' sums in one team, sign after sign (a sign's packing still in cache for its tiles):
-// each thread packs its share of the sign's quads and rows, then after a barrier runs its
-// contiguous share of (column block, row tile), in that order (a thread's consecutive tiles
-// reread one cached slice of bq): the same tiles of z in every sign, so the next sign's packing
-// needs no barrier before it.
-void run(std::vector<Quads>& signs, const std::int8_t* const* blocks, std::int64_t* z) {
-  using Fn = void (*)(const Quads&, std::int64_t, std::int64_t, std::int64_t, int, std::int64_t*);
+// The sums in one team: each thread packs its share of the quads and rows, then after a barrier
+// runs its contiguous share of (column block, row tile), in that order (a thread's consecutive
+// tiles reread one cached slice of bq).
+void run(Quads& g, const std::int8_t* const* blocks, std::int64_t* z) {
+  using Fn = void (*)(const Quads&, std::int64_t, std::int64_t, std::int64_t, std::int64_t*);
   static const Fn tiles[kRows] = {quad_tile<1>, quad_tile<2>, quad_tile<3>, quad_tile<4>, quad_tile<5>, quad_tile<6>};
-  const std::int64_t m = signs[0].m, n = signs[0].n;
-  const std::int64_t col_blocks = signs[0].n_pad / kCols, row_blocks = (m + kRows - 1) / kRows;
-  std::int64_t terms = 0;
-  for (const Quads& g : signs) terms += g.n_terms;
-  cpu_parallel::team(m * n * terms > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
+  const std::int64_t m = g.m, n = g.n;
+  const std::int64_t col_blocks = g.n_pad / kCols, row_blocks = (m + kRows - 1) / kRows;
+  cpu_parallel::team(m * n * g.n_terms > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
-    for (Quads& g : signs) {
-      pack_quads(g, blocks, t, nt);
-      cpu_parallel::barrier(nt);
-      for (std::int64_t it = first; it < last; ++it) {
-        const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
-        const Fn tile = tiles[std::min<std::int64_t>(kRows, m - a0) - 1];
-        for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, a0, cb * kCols, ch, g.sign, z);
-      }
+    pack_quads(g, blocks, t, nt);
+    cpu_parallel::barrier(nt);
+    for (std::int64_t it = first; it < last; ++it) {
+      const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
+      const Fn tile = tiles[std::min<std::int64_t>(kRows, m - a0) - 1];
+      for (std::int64_t ch = 0; ch < g.n_chunks; ++ch) tile(g, a0, cb * kCols, ch, z);
     }
   });
 }
@@ -442,7 +457,7 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
   std::int64_t* zt = z + a0 * g.n + b0;
   in_place_quads<RT>(g, slice, a_at, q0, q0, minus, q1, _mm512_set1_epi8(static_cast<char>(0x80)), zt, c);
   in_place_quads<RT>(g, slice, a_at, q0, minus, q1, q1, _mm512_set1_epi8(0x7F), zt, c);
-  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, 1, zt, g.n);
+  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, zt, g.n);
 }
 
 // The sums in one team, with no barrier: column blocks split into contiguous shares of (column
@@ -516,12 +531,8 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
     if (g.n_quads > 0) run_in_place(g, z);
     return true;
   }
-  std::vector<Quads> signs;
-  for (int sign : {1, -1}) {
-    Quads g = quads_of(m, n, r, blocks, d, n_pairs, sign);
-    if (g.n_terms > 0) signs.push_back(std::move(g));
-  }
-  if (!signs.empty()) run(signs, blocks, z);
+  Quads g = quads_of(m, n, r, blocks, d, n_pairs);
+  if (g.n_terms > 0) run(g, blocks, z);
   return true;
 }
 
