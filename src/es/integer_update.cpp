@@ -23,11 +23,12 @@ void accumulate_vector(const Noiser& noiser, PopulationView& view, const Param& 
 
 void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& view, const Param& p,
                        const std::vector<std::int8_t>& d, std::int64_t* z) {
+  const std::vector<const std::int8_t*> all = noiser.qfactor_blocks(view, p);
   std::vector<const std::int8_t*> blocks;
   std::vector<std::int8_t> signs;
   for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k) {
     if (d[k] == 0) continue;
-    blocks.push_back(noiser.qfactor_block(view, p, k));
+    blocks.push_back(all[static_cast<std::size_t>(k - view.pair_begin())]);
     signs.push_back(d[k]);
   }
   backend.qupdate_accumulate(p.rows(), p.cols(), noiser.rank(), static_cast<std::int64_t>(blocks.size()),

@@ -33,8 +33,11 @@ std::uint64_t Noiser::noise_epoch(std::int64_t epoch) const {
   return static_cast<std::uint64_t>(epoch / noise_reuse_);
 }
 
-const float* Noiser::factor_block(PopulationView& view, const Param& p, std::int64_t pair) const {
-  return view.normals(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
+std::vector<const float*> Noiser::factor_blocks(PopulationView& view, const Param& p) const {
+  std::vector<const float*> blocks(static_cast<std::size_t>(view.pair_end() - view.pair_begin()));
+  view.normals_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), view.pair_begin(),
+                     static_cast<std::int64_t>(blocks.size()), blocks.data());
+  return blocks;
 }
 
 std::vector<const float*> Noiser::member_blocks(const ForwardContext& ctx, const Param& p, bool present,
@@ -211,11 +214,8 @@ void Noiser::accumulate_gradient(Backend& backend, PopulationView& view, const P
   // grad = -sqrt(N) (1/N) (sigma / sqrt(r)) sum_k w_k A_k B_k^T
   std::vector<double> w = pair_weights(view, fitness);
   const double scale = -view.sigma() / std::sqrt(static_cast<double>(population_) * rank_);
-  std::vector<const float*> blocks(w.size());
-  for (std::size_t k = 0; k < w.size(); ++k) {
-    w[k] *= scale;
-    blocks[k] = factor_block(view, p, view.pair_begin() + static_cast<std::int64_t>(k));
-  }
+  const std::vector<const float*> blocks = factor_blocks(view, p);
+  for (double& wk : w) wk *= scale;
   backend.lowrank_update(p.rows(), p.cols(), rank_, static_cast<std::int64_t>(w.size()), blocks.data(), w.data(),
                          grad.data<float>());
 }
@@ -231,6 +231,13 @@ void Noiser::qembedding(ForwardContext&, const Param&, const std::int32_t*, std:
 
 const std::int8_t* Noiser::qfactor_block(PopulationView& view, const Param& p, std::int64_t pair) const {
   return view.int8s(p, pair, NoiseTag::factors, rank_ * (p.rows() + p.cols()));
+}
+
+std::vector<const std::int8_t*> Noiser::qfactor_blocks(PopulationView& view, const Param& p) const {
+  std::vector<const std::int8_t*> blocks(static_cast<std::size_t>(view.pair_end() - view.pair_begin()));
+  view.int8s_range(p, NoiseTag::factors, rank_ * (p.rows() + p.cols()), view.pair_begin(),
+                   static_cast<std::int64_t>(blocks.size()), blocks.data());
+  return blocks;
 }
 
 const std::int8_t* Noiser::qvector_noise(PopulationView& view, const Param& p, std::int64_t pair) const {

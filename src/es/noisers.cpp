@@ -25,10 +25,10 @@ class EggrollSign final : public Noiser {
     std::vector<double> w = pair_weights(view, fitness);
     const std::int64_t len = rank_ * (p.rows() + p.cols());
     std::vector<float> signs(w.size() * static_cast<std::size_t>(len));
-    std::vector<const float*> blocks(w.size());
+    std::vector<const float*> blocks = factor_blocks(view, p);
     const double scale = -view.sigma() / std::sqrt(static_cast<double>(population_) * rank_);
     for (std::size_t k = 0; k < w.size(); ++k) {
-      const float* b = factor_block(view, p, view.pair_begin() + static_cast<std::int64_t>(k));
+      const float* b = blocks[k];
       float* s = signs.data() + k * len;
       for (std::int64_t e = 0; e < len; ++e) s[e] = b[e] > 0.0f ? 1.0f : (b[e] < 0.0f ? -1.0f : 0.0f);
       blocks[k] = s;

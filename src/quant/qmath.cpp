@@ -123,11 +123,17 @@ double upper_tail_quantile(double q) {
 
 // p > 1/2 is reduced to the upper tail of 1 - p, which is exact for p in [1/2, 1]; so
 // normal_quantile(1 - p) == -normal_quantile(p) bit for bit whenever 1 - p is exact.
+// The last p and its quantile are kept per thread: the integer strategy asks for the same p twice
+// an epoch (matrices and vectors), and the bisection takes microseconds.
 double normal_quantile(double p) {
   check(p > 0.0 && p < 1.0, "normal_quantile: p = ", p, ": expected 0 < p < 1");
   if (p == 0.5) return 0.0;
-  if (p < 0.5) return -upper_tail_quantile(p);
-  return upper_tail_quantile(1.0 - p);
+  thread_local double last_p = 0.5, last_z = 0.0;
+  if (p != last_p) {
+    last_z = p < 0.5 ? -upper_tail_quantile(p) : upper_tail_quantile(1.0 - p);
+    last_p = p;
+  }
+  return last_z;
 }
 
 // (2^a - 1) t is formed exactly in int64, then divided by t_decay, plus 1 and inverted in double.

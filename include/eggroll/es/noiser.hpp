@@ -255,6 +255,8 @@ class Noiser {
   virtual void qembedding(ForwardContext& ctx, const Param& w, const std::int32_t* tokens, std::int8_t* y) const;
   // A pair's int8 factor block (B (n, r) then A (m, r)), and a vector's e1 then e2 (2 numel).
   const std::int8_t* qfactor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
+  // Every pair's int8 factor block of the view, in order (one lock for all of them).
+  std::vector<const std::int8_t*> qfactor_blocks(PopulationView& view, const Param& p) const;
   const std::int8_t* qvector_noise(PopulationView& view, const Param& p, std::int64_t pair) const;
   // The shift S of 2.3: 4 + sigma_shift + k_r for matrices, 4 + sigma_shift for vectors.
   int qshift(const Param& p) const;
@@ -273,8 +275,10 @@ class Noiser {
   SpareNoiseBuffers& spare_buffers() const { return *spares_; }
 
  protected:
-  // The rank-r factor block of a low-rank parameter for a pair (B (n, r) then A (m, r)).
-  const float* factor_block(PopulationView& view, const Param& p, std::int64_t pair) const;
+  // The rank-r factor blocks of a low-rank parameter (B (n, r) then A (m, r)) of every pair of
+  // the view, in order (one lock for all of them: a lock per pair was a visible part of a small
+  // model's update).
+  std::vector<const float*> factor_blocks(PopulationView& view, const Param& p) const;
   // Each member's factor block of the context (one lock for all of them); with present = false,
   // where the values will be (PopulationView::normals_range), and *all_present (when given) says
   // whether they are there already.

@@ -355,7 +355,9 @@ std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t th
   const bool avx512 = at_avx512();
   const std::int64_t t = std::max<std::int64_t>(threshold, 1);
   std::int64_t moved = 0;
-#pragma omp parallel for schedule(static) reduction(+ : moved) if (n > detail::kParallelMinWork)
+  // In parallel from 4 chunks on: z is 8 bytes a value, and the update that wrote it has just
+  // run on the team (woken).
+#pragma omp parallel for schedule(static) reduction(+ : moved) if (n >= 4 * kChunk)
   for (std::int64_t c = 0; c < (n + kChunk - 1) / kChunk; ++c) {
     const std::int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
 #if defined(__x86_64__)
