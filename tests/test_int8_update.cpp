@@ -146,10 +146,12 @@ TEST(Int8Random, UpdateThreadsDoNotChangeBits) {
   const std::int64_t m = 130, n = 1000;
   auto cpu = make_backend(BackendKind::cpu);
   LevelGuard guard;
-  // the update accumulator: 1 vs 2 threads (rank 4: the AVX-512 level reads the factors in place,
-  // a thread's share of column blocks starting inside one; 3100 pairs: several passes of quads)
+  // the update accumulator: 1 vs 2 and 3 threads (rank 4: the AVX-512 level reads the factors in
+  // place, a thread's share of column blocks starting inside one; 3100 pairs: several passes of
+  // quads; ranks 1 and 3, packed, with m >= n and m < n)
   struct U { std::int64_t m, n, rank, pairs; };
-  for (U u : {U{m, n, 3, 20}, U{m, n, 4, 20}, U{20, 130, 4, 3100}}) {
+  for (U u : {U{m, n, 3, 20}, U{m, n, 4, 20}, U{20, 130, 4, 3100}, U{n, 70, 1, 300}, U{70, 200, 1, 300},
+              U{200, 130, 3, 40}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     for (std::int64_t k = 0; k < u.pairs; ++k) {
@@ -162,9 +164,12 @@ TEST(Int8Random, UpdateThreadsDoNotChangeBits) {
       std::vector<std::int64_t> z1(static_cast<std::size_t>(u.m * u.n), 7), z2 = z1;
       cpu->set_threads(1);
       cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z1.data());
-      cpu->set_threads(2);
-      cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z2.data());
-      EXPECT_EQ(z1, z2) << l << " rank " << u.rank << " pairs " << u.pairs;
+      for (int threads : {2, 3}) {
+        std::fill(z2.begin(), z2.end(), 7);
+        cpu->set_threads(threads);
+        cpu->qupdate_accumulate(u.m, u.n, u.rank, u.pairs, blocks.data(), d.data(), z2.data());
+        EXPECT_EQ(z1, z2) << l << " rank " << u.rank << " pairs " << u.pairs << " threads " << threads;
+      }
     }
   }
   cpu->set_threads(omp_get_num_procs());
