@@ -38,8 +38,8 @@ constexpr std::int64_t kPackTerms = 64;
 constexpr std::int64_t kAhead = 8;  // quads ahead that the in-place tile fetches
 // Quads per pass over z at ranks 4, 8, 16: a tile's A lines of a pass (64 bytes a quad) and its
 // column block's slice (256 bytes a quad) stay in L2 (one pass over every quad lost 1.8x at N
-// 65536). The blocks lie r (n + m) bytes apart, so at the large model (9216 bytes at rank 4) a
-// tile's A lines fall into 1/16 of L2's sets: passes of 1024 quads lost 10-20% against 512 on a Zen 5.
+// 65536). With both signs in the same passes, 1024 quads lost 10-20% against 512 on a Zen 5 (the
+// large model), and 256 was slower again at N 1024.
 constexpr std::int64_t kPassQuads = 512;
 
 using avx512::byte_mask;
