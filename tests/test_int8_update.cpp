@@ -64,7 +64,10 @@ TEST(Int8Random, UpdateAccumulate) {
               // The AVX-512 level's signs in one tile: both at their largest terms (the u8 factor
               // 127 for d = +1, -128 for d = -1, against -128: 4 * 255 * -128 a quad either way),
               // chunks holding quads of both signs (ranks 1 and 2, packed; rank 4, in place).
-              S{3, 5, 1, 140000, 1, 0, false, 5}, S{3, 5, 2, 125000, 1, 0, false, 5}, S{3, 5, 4, 70000, 1, 0, false, 5}}) {
+              S{3, 5, 1, 140000, 1, 0, false, 5}, S{3, 5, 2, 125000, 1, 0, false, 5}, S{3, 5, 4, 70000, 1, 0, false, 5},
+              // The AVX2 level's signs in one tile: B 63 for d = +1 and -63 for d = -1 against A
+              // -63 (126 * -63 a term either way), two chunks of each sign at rank 4.
+              S{5, 3, 4, 70000, 1, 0, false, 6}, S{5, 3, 1, 140000, 1, 0, false, 6}}) {
     std::vector<I8> storage;
     std::vector<const std::int8_t*> blocks;
     I8 d;
@@ -96,6 +99,12 @@ TEST(Int8Random, UpdateAccumulate) {
         std::fill(b.begin() + s.r * s.n, b.end(), in_place ? big : small);
       }
     }
+    if (s.noise_a == 6)  // B by sign at +-63, A -63
+      for (std::int64_t k = 0; k < s.pairs; ++k) {
+        I8& b = storage[static_cast<std::size_t>(k)];
+        std::fill(b.begin(), b.begin() + s.r * s.n, static_cast<std::int8_t>(d[static_cast<std::size_t>(k)] > 0 ? 63 : -63));
+        std::fill(b.begin() + s.r * s.n, b.end(), std::int8_t{-63});
+      }
     if (s.noise_a == 5)  // the u8 operand's factor (B at ranks 1 and 2, A at 4) by sign, the other -128
       for (std::int64_t k = 0; k < s.pairs; ++k) {
         I8& b = storage[static_cast<std::size_t>(k)];

@@ -7,8 +7,9 @@
 // is the u8 operand, A the s8 one, so a product pair is at most 2 * 126 * 63 = 15876 in magnitude,
 // the instruction's int16 saturation never happens and the two quads' pairs add exactly in int16
 // (at most 31752); one vpmaddwd against ones then sums a lane's pairs into int32. The terms of
-// d = +1 and of d = -1 are summed apart and added to z and subtracted from it, and the + 63 comes
-// back out as 63 times a row's sum of A over the terms.
+// d = -1 take 63 - B (also 0 .. 126) as their u8 operand, so their lanes sum -A B + 63 A: both
+// signs go into the same accumulators, and the + 63 comes back out as 63 times a row's sum of A
+// over the terms of both signs.
 // Exact: int32 within a chunk of quads, int64 in z, so the result equals the scalar level's bit
 // for bit whatever the threads.
 #include "backend/int8_ops.hpp"
@@ -41,7 +42,7 @@ struct SignQuads {
   int sign = 0;
   std::vector<const std::int8_t*> pairs;   // the factor blocks of the pairs with d = sign, in order
   std::int64_t n_quads = 0, n_slots = 0, n_chunks = 0;
-  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 16, n_slots, 16, 4): B + 63, zero past n
+  std::unique_ptr<std::uint8_t[]> bq;      // (n_pad / 16, n_slots, 16, 4): B + 63 (d = +1) or 63 - B (d = -1)
   std::unique_ptr<std::int8_t[]> coef;     // (m, 4 n_slots): A
   std::unique_ptr<std::int32_t[]> rowsum;  // (m, n_chunks): 63 times a row's sum of coef over a chunk
 };
@@ -85,9 +86,9 @@ inline void interleave4(const SignQuads& s, std::int64_t q, std::int64_t j, bool
   d[3] = _mm_unpackhi_epi16(hi01, hi23);
 }
 
-// Slot q's bytes of B, + 63, into its place in each column block (zero for the slot past the
-// last quad): at rank 4 a block's 16 rows are 64 contiguous bytes of the pair's B. False when a
-// value of B is outside [-63, 63].
+// Slot q's bytes of B, as B + 63 (d = +1) or 63 - B (d = -1), into its place in each column block
+// (zero for the slot past the last quad, and for the columns past n): at rank 4 a block's 16 rows
+// are 64 contiguous bytes of the pair's B. False when a value of B is outside [-63, 63].
 bool pack_b(const Shape& sh, SignQuads& s, std::int64_t q) {
   const __m256i offset = _mm256_set1_epi8(kMaxByte);
   __m256i widest = _mm256_setzero_si256();  // the largest |B| met, per byte (unsigned: |-128| = 128)
@@ -114,15 +115,16 @@ bool pack_b(const Shape& sh, SignQuads& s, std::int64_t q) {
     if (vector) {
       for (int h = 0; h < 2; ++h) {
         widest = _mm256_max_epu8(widest, _mm256_abs_epi8(v[h]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out) + h, _mm256_add_epi8(v[h], offset));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out) + h,
+                            s.sign > 0 ? _mm256_add_epi8(v[h], offset) : _mm256_sub_epi8(offset, v[h]));
       }
       continue;
     }
     for (std::int64_t b = 0; b < kCols; ++b)
       for (int e = 0; e < 4; ++e) {
-        const int x = b0 + b < sh.n ? sh.byte(s, q, e, b0 + b) : -kMaxByte;  // zero past n
+        const int x = b0 + b < sh.n ? sh.byte(s, q, e, b0 + b) : -s.sign * kMaxByte;  // zero past n
         largest = std::max(largest, x < 0 ? -x : x);
-        out[4 * b + e] = static_cast<std::uint8_t>(x + kMaxByte);
+        out[4 * b + e] = static_cast<std::uint8_t>(s.sign > 0 ? x + kMaxByte : kMaxByte - x);
       }
   }
   return std::max(largest, largest_byte(widest)) <= kMaxByte;
@@ -177,33 +179,41 @@ bool pack_coef(const Shape& sh, SignQuads& s, std::int64_t a0, std::int64_t a1) 
   return true;
 }
 
-// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += sign times the sign's quads, a chunk at a time:
-// int32 in registers (two slots a step: each slot's A broadcast, vpmaddubsw against its B + 63,
-// the two added in int16, vpmaddwd against ones), less the rows' 63 sum A, then into the int64 z
-// (columns past n skipped).
+// z rows [a0, a0 + AT) x columns [b0, b0 + 16) += both signs' quads, chunk ch of each at a time
+// (at most 2^30 in int32): int32 in registers (two slots a step: each slot's A broadcast,
+// vpmaddubsw against its B + 63 or 63 - B, the two added in int16, vpmaddwd against ones), less
+// the rows' 63 sum A, then into the int64 z (columns past n skipped).
 template <int AT>
-void tile(const Shape& sh, const SignQuads& s, std::int64_t a0, std::int64_t b0, std::int64_t* z) {
+void tile(const Shape& sh, const std::vector<SignQuads>& signs, std::int64_t a0, std::int64_t b0, std::int64_t* z) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const std::int64_t width = 4 * s.n_slots, cols = std::min<std::int64_t>(kCols, sh.n - b0);
-  for (std::int64_t ch = 0; ch < s.n_chunks; ++ch) {
-    const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(s.n_slots, q0 + kChunkQuads);
+  const std::int64_t cols = std::min<std::int64_t>(kCols, sh.n - b0);
+  std::int64_t n_chunks = 0;
+  for (const SignQuads& s : signs) n_chunks = std::max(n_chunks, s.n_chunks);
+  for (std::int64_t ch = 0; ch < n_chunks; ++ch) {
     __m256i c[AT * 2];
 #pragma GCC unroll 8
     for (int e = 0; e < AT * 2; ++e) c[e] = _mm256_setzero_si256();
-    const std::uint8_t* bq = s.bq.get() + ((b0 / kCols) * s.n_slots + q0) * kCols * 4;
-    const std::int8_t* cf = s.coef.get() + a0 * width + 4 * q0;
-    for (std::int64_t q = q0; q < q1; q += 2, bq += kCols * 8, cf += 8) {
-      const __m256i* w = reinterpret_cast<const __m256i*>(bq);
-      const __m256i w0 = _mm256_loadu_si256(w), w1 = _mm256_loadu_si256(w + 1);
-      const __m256i w2 = _mm256_loadu_si256(w + 2), w3 = _mm256_loadu_si256(w + 3);
+    std::int64_t bias[AT] = {};
+    for (const SignQuads& s : signs) {
+      if (ch >= s.n_chunks) continue;
+      const std::int64_t width = 4 * s.n_slots;
+      const std::int64_t q0 = ch * kChunkQuads, q1 = std::min(s.n_slots, q0 + kChunkQuads);
+      for (int i = 0; i < AT; ++i) bias[i] += s.rowsum[static_cast<std::size_t>((a0 + i) * s.n_chunks + ch)];
+      const std::uint8_t* bq = s.bq.get() + ((b0 / kCols) * s.n_slots + q0) * kCols * 4;
+      const std::int8_t* cf = s.coef.get() + a0 * width + 4 * q0;
+      for (std::int64_t q = q0; q < q1; q += 2, bq += kCols * 8, cf += 8) {
+        const __m256i* w = reinterpret_cast<const __m256i*>(bq);
+        const __m256i w0 = _mm256_loadu_si256(w), w1 = _mm256_loadu_si256(w + 1);
+        const __m256i w2 = _mm256_loadu_si256(w + 2), w3 = _mm256_loadu_si256(w + 3);
 #pragma GCC unroll 8
-      for (int i = 0; i < AT; ++i) {
-        const __m256i a = _mm256_set1_epi32(load_u32(cf + i * width));
-        const __m256i a2 = _mm256_set1_epi32(load_u32(cf + i * width + 4));
-        const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(w0, a), _mm256_maddubs_epi16(w2, a2));
-        const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(w1, a), _mm256_maddubs_epi16(w3, a2));
-        c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(lo, ones));
-        c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(hi, ones));
+        for (int i = 0; i < AT; ++i) {
+          const __m256i a = _mm256_set1_epi32(load_u32(cf + i * width));
+          const __m256i a2 = _mm256_set1_epi32(load_u32(cf + i * width + 4));
+          const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(w0, a), _mm256_maddubs_epi16(w2, a2));
+          const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(w1, a), _mm256_maddubs_epi16(w3, a2));
+          c[2 * i] = _mm256_add_epi32(c[2 * i], _mm256_madd_epi16(lo, ones));
+          c[2 * i + 1] = _mm256_add_epi32(c[2 * i + 1], _mm256_madd_epi16(hi, ones));
+        }
       }
     }
     alignas(32) std::int32_t part[AT][kCols];
@@ -213,9 +223,8 @@ void tile(const Shape& sh, const SignQuads& s, std::int64_t a0, std::int64_t b0,
       _mm256_store_si256(reinterpret_cast<__m256i*>(part[i] + 8), c[2 * i + 1]);
     }
     for (int i = 0; i < AT; ++i) {
-      const std::int64_t bias = s.rowsum[static_cast<std::size_t>((a0 + i) * s.n_chunks + ch)];
       std::int64_t* zr = z + (a0 + i) * sh.n + b0;
-      for (std::int64_t b = 0; b < cols; ++b) zr[b] += s.sign * (part[i][b] - bias);
+      for (std::int64_t b = 0; b < cols; ++b) zr[b] += part[i][b] - bias[i];
     }
   }
 }
@@ -265,7 +274,7 @@ bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int6
       if (fits.load(std::memory_order_relaxed) && !pack_b(sh, s, q)) fits = false;
     if (!fits) return false;
   }
-  using TileFn = void (*)(const Shape&, const SignQuads&, std::int64_t, std::int64_t, std::int64_t*);
+  using TileFn = void (*)(const Shape&, const std::vector<SignQuads>&, std::int64_t, std::int64_t, std::int64_t*);
   static const TileFn tiles[kRows] = {tile<1>, tile<2>, tile<3>, tile<4>};
   const std::int64_t n_col_blocks = sh.n_pad / kCols, n_row_blocks = (m + kRows - 1) / kRows;
   // column blocks outermost: a thread's consecutive tiles reread one cached slice of bq
@@ -273,7 +282,7 @@ bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int6
   for (std::int64_t cb = 0; cb < n_col_blocks; ++cb)
     for (std::int64_t rb = 0; rb < n_row_blocks; ++rb) {
       const std::int64_t a0 = rb * kRows;
-      for (const SignQuads& s : signs) tiles[std::min<std::int64_t>(kRows, m - a0) - 1](sh, s, a0, cb * kCols, z);
+      tiles[std::min<std::int64_t>(kRows, m - a0) - 1](sh, signs, a0, cb * kCols, z);
     }
   return true;
 }
