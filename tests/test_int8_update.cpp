@@ -18,6 +18,20 @@ namespace {
 
 using namespace int8_test;
 
+// Random factor blocks of len values for `pairs` pairs, every fifth pair's block missing (null).
+struct RandomBlocks {
+  std::vector<I8> storage;
+  std::vector<const std::int8_t*> blocks;
+};
+RandomBlocks random_blocks(Rng& rng, std::int64_t pairs, std::int64_t len) {
+  RandomBlocks f;
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    f.storage.push_back(rng.int8s(len, -128, 127));
+    f.blocks.push_back(k % 5 == 4 ? nullptr : f.storage.back().data());
+  }
+  return f;
+}
+
 TEST(Int8Random, UpdateAccumulate) {
   Rng rng{5};
   // signs: 0 mixed, 1 mostly +, 2 all -; all_min: every factor value -128
@@ -68,12 +82,11 @@ TEST(Int8Random, UpdateAccumulate) {
               // The AVX2 level's signs in one tile: B 63 for d = +1 and -63 for d = -1 against A
               // -63 (126 * -63 a term either way), two chunks of each sign at rank 4.
               S{5, 3, 4, 70000, 1, 0, false, 6}, S{5, 3, 1, 140000, 1, 0, false, 6}}) {
-    std::vector<I8> storage;
-    std::vector<const std::int8_t*> blocks;
+    RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
+    std::vector<I8>& storage = f.storage;
+    const std::vector<const std::int8_t*>& blocks = f.blocks;
     I8 d;
     for (std::int64_t k = 0; k < s.pairs; ++k) {
-      storage.push_back(rng.int8s(s.r * (s.n + s.m), -128, 127));
-      blocks.push_back(k % 5 == 4 ? nullptr : storage.back().data());
       const bool minus = s.signs == 0 ? k % 2 == 1 : (s.signs == 1 ? k % 9 == 0 : true);
       d.push_back(static_cast<std::int8_t>(s.signs == 0 && k % 3 == 2 ? 0 : (minus ? -s.max_d : s.max_d)));
     }
@@ -119,6 +132,40 @@ TEST(Int8Random, UpdateAccumulate) {
       std::copy(z0.begin(), z0.end(), z);
       be.qupdate_accumulate(s.m, s.n, s.r, s.pairs, blocks.data(), d.data(), z);
     });
+  }
+}
+
+TEST(Int8Random, UpdateApply) {
+  // qupdate_apply (the sums and the step in one) against the reference's two ops, at every level:
+  // one pass of quads and several (3100 and 700 pairs at ranks 4 and 8, where the AVX-512 level
+  // stores, adds, then applies), ranks 16, 1 and 12 (the last two through a z of their own), |d|
+  // up to 127, thresholds that move most values, some and none, w at the clip's ends.
+  Rng rng{13};
+  struct S { std::int64_t m, n, r, pairs; int max_d; };
+  for (S s : {S{70, 37, 4, 200, 1}, S{20, 130, 4, 3100, 1}, S{19, 130, 16, 45, 1}, S{70, 37, 8, 700, 1},
+              S{40, 20, 1, 47, 1}, S{21, 50, 12, 30, 1}, S{13, 40, 4, 50, 127}}) {
+    const RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
+    const std::vector<const std::int8_t*>& blocks = f.blocks;
+    I8 d;
+    for (std::int64_t k = 0; k < s.pairs; ++k)
+      d.push_back(static_cast<std::int8_t>(static_cast<std::int64_t>(rng.next() % 3) - 1) * s.max_d);
+    const std::int64_t count = s.m * s.n;
+    auto ref = make_backend(BackendKind::reference);
+    std::vector<std::int64_t> z(static_cast<std::size_t>(count), 0);
+    ref->qupdate_accumulate(s.m, s.n, s.r, s.pairs, blocks.data(), d.data(), z.data());
+    std::vector<std::int64_t> magnitudes;
+    for (std::int64_t v : z) magnitudes.push_back(v < 0 ? -v : v);
+    std::sort(magnitudes.begin(), magnitudes.end());
+    I8 w0 = rng.int8s(count, -127, 127);
+    for (std::int64_t i = 0; i < count; i += 7) w0[static_cast<std::size_t>(i)] = static_cast<std::int8_t>(i % 2 ? 127 : -127);
+    for (std::int64_t threshold : {std::int64_t{1}, magnitudes[magnitudes.size() / 2], std::int64_t{1} << 50}) {
+      expect_all_levels_equal<std::int64_t>("qupdate_apply", count + 1, [&](Backend& be, std::int64_t* out) {
+        I8 w = w0;
+        const std::int64_t moved = be.qupdate_apply(s.m, s.n, s.r, s.pairs, blocks.data(), d.data(), threshold, w.data());
+        for (std::int64_t i = 0; i < count; ++i) out[i] = w[static_cast<std::size_t>(i)];
+        out[count] = moved;
+      });
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 #include "eggroll/backend/backend.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "backend/elementwise_math.hpp"
 #include "eggroll/core/error.hpp"
@@ -88,6 +89,14 @@ std::unique_ptr<Backend> make_backend(BackendKind kind) {
     case BackendKind::cpu: return make_cpu_backend();
   }
   throw_error("unknown backend kind");
+}
+
+std::int64_t Backend::qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                                    const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                                    std::int8_t* w) {
+  const auto z = std::make_unique<std::int64_t[]>(static_cast<std::size_t>(m * n));  // zeroed
+  qupdate_accumulate(m, n, rank, n_pairs, blocks, d, z.get());
+  return qapply_moves(m * n, z.get(), threshold, w);
 }
 
 }  // namespace eggroll

@@ -48,6 +48,9 @@ namespace eggroll::cpu_int8 {
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
   std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w);
+  std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                             const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                             std::int8_t* w);
 // The SIMD level the cpu int8 kernels use ("avx512_amx", "avx512_vnni", "avx2" or "scalar"),
 // chosen once at run time; set_level forces a lower one (tests, run.simd).
 const char* level();
@@ -212,6 +215,15 @@ bool update_signs_avx2(std::int64_t m, std::int64_t n, std::int64_t r, std::int6
                        const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
 bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                            const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
+// qupdate_apply (backend.hpp) at the AVX-512 VNNI level at ranks 4, 8 and 16 when every d is -1, 0
+// or 1: the step applied to w in the tiles' last pass, *moved the values changed (false, and
+// nothing done, otherwise); and its dispatch (false at the other levels, AMX included).
+bool apply_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                             const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                             std::int8_t* w, std::int64_t* moved);
+bool apply_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                          const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                          std::int8_t* w, std::int64_t* moved);
 // Rows [a0, a1) of the update's coef (row stride width, from the block's first term) for `pairs`
 // whole pairs of rank r in 1, 4, 8, 16: d_q A_q[a][c] at term r q + c, A_q (m, r) row-major at
 // a_of[q], d_q = dk[q]. The AVX2 kernel serves the AVX2 and AVX-512 levels; the dispatch returns

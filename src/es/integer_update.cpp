@@ -21,18 +21,27 @@ void accumulate_vector(const Noiser& noiser, PopulationView& view, const Param& 
   }
 }
 
-void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& view, const Param& p,
-                       const std::vector<std::int8_t>& d, std::int64_t* z) {
-  const std::vector<const std::int8_t*> all = noiser.qfactor_blocks(view, p);
+// The factor blocks and d of the view's pairs with d != 0, in order.
+struct Decided {
   std::vector<const std::int8_t*> blocks;
   std::vector<std::int8_t> signs;
+};
+Decided decided_pairs(const Noiser& noiser, PopulationView& view, const Param& p, const std::vector<std::int8_t>& d) {
+  const std::vector<const std::int8_t*> all = noiser.qfactor_blocks(view, p);
+  Decided out;
   for (std::int64_t k = view.pair_begin(); k < view.pair_end(); ++k) {
     if (d[k] == 0) continue;
-    blocks.push_back(all[static_cast<std::size_t>(k - view.pair_begin())]);
-    signs.push_back(d[k]);
+    out.blocks.push_back(all[static_cast<std::size_t>(k - view.pair_begin())]);
+    out.signs.push_back(d[k]);
   }
-  backend.qupdate_accumulate(p.rows(), p.cols(), noiser.rank(), static_cast<std::int64_t>(blocks.size()),
-                             blocks.data(), signs.data(), z);
+  return out;
+}
+
+void accumulate_matrix(const Noiser& noiser, Backend& backend, PopulationView& view, const Param& p,
+                       const std::vector<std::int8_t>& d, std::int64_t* z) {
+  const Decided pairs = decided_pairs(noiser, view, p, d);
+  backend.qupdate_accumulate(p.rows(), p.cols(), noiser.rank(), static_cast<std::int64_t>(pairs.blocks.size()),
+                             pairs.blocks.data(), pairs.signs.data(), z);
 }
 
 }  // namespace
@@ -58,7 +67,23 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   const std::int64_t vector_threshold = q::update_threshold(variance, decided, 1, u.alpha);
   if (decided == 0) return;
 
-  std::vector<Param*> live = live_params();
+  const std::vector<Param*> live_all = live_params();
+  std::int64_t moved = 0, total = 0;
+  for (const Param* p : live_all) total += p->value.numel();
+  // With this epoch's whole view, each matrix's sums and step in one backend op (no Z to zero,
+  // write and read back where the backend applies the step as it sums); vectors, and the pairs
+  // of views in chunks, through Z.
+  std::vector<Param*> live;
+  for (Param* p : live_all) {
+    if (!whole_view(full_view) || !p->low_rank()) {
+      live.push_back(p);
+      continue;
+    }
+    const Decided pairs = decided_pairs(*noiser_, *full_view, *p, d);
+    moved += backend_->qupdate_apply(p->rows(), p->cols(), noiser_->rank(),
+                                     static_cast<std::int64_t>(pairs.blocks.size()), pairs.blocks.data(),
+                                     pairs.signs.data(), u.threshold, p->value.data<std::int8_t>());
+  }
   // Z per value, zeroed in parallel (tens of MB for the language model: one thread's memset
   // would leave the other waiting).
   std::vector<std::unique_ptr<std::int64_t[]>> z;
@@ -68,21 +93,20 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
 #pragma omp parallel for schedule(static) if (count >= (std::int64_t{1} << 16))
     for (std::int64_t i = 0; i < count; ++i) zk[i] = 0;
   }
-  for_update_views(full_view, [&](PopulationView& view) {
-    for (std::size_t k = 0; k < live.size(); ++k) {
-      if (live[k]->low_rank())
-        accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].get());
-      else
-        accumulate_vector(*noiser_, view, *live[k], d, z[k].get());
-    }
-  });
-  std::int64_t moved = 0, total = 0;
+  if (!live.empty())
+    for_update_views(full_view, [&](PopulationView& view) {
+      for (std::size_t k = 0; k < live.size(); ++k) {
+        if (live[k]->low_rank())
+          accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].get());
+        else
+          accumulate_vector(*noiser_, view, *live[k], d, z[k].get());
+      }
+    });
   for (std::size_t k = 0; k < live.size(); ++k) {
     // Each value moves on its own, so the threads' split changes nothing.
     moved += backend_->qapply_moves(live[k]->value.numel(), z[k].get(),
                                     live[k]->low_rank() ? u.threshold : vector_threshold,
                                     live[k]->value.data<std::int8_t>());
-    total += live[k]->value.numel();
   }
   u.frac_moved = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0.0;
   u.updated = true;

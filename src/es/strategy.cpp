@@ -181,10 +181,12 @@ EpochUpdate Strategy::tell(const std::vector<double>& scores, PopulationView* fu
   return u;
 }
 
+bool Strategy::whole_view(const PopulationView* full_view) const {
+  return full_view && full_view->begin() == 0 && full_view->end() == es_.population && full_view->epoch() == epoch_;
+}
+
 void Strategy::for_update_views(PopulationView* full_view, const std::function<void(PopulationView&)>& fn) {
-  const bool reuse = full_view && full_view->begin() == 0 && full_view->end() == es_.population &&
-                     full_view->epoch() == epoch_;
-  if (reuse) return fn(*full_view);
+  if (whole_view(full_view)) return fn(*full_view);
   const std::int64_t chunk = chunk_members();
   for (std::int64_t b = 0; b < es_.population; b += chunk) fn(*ask(b, std::min(b + chunk, es_.population)));
 }

@@ -206,6 +206,13 @@ class Backend {
   // |z| >= threshold, w unchanged elsewhere; returns how many values changed (a move against the
   // clip changes nothing).
   virtual std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) = 0;
+  // Both for one matrix from zero: w = clip(w + sign(z)) where |z| >= threshold, z the sum
+  // qupdate_accumulate would give from zero; returns how many values changed. By default those
+  // two ops over a z of its own; a backend may apply the step where the sums are made, with no
+  // z to write and read back.
+  virtual std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                                     const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                                     std::int8_t* w);
 };
 
 // D_n of 2.1: 16 * floor(sqrt(n)).

@@ -86,8 +86,10 @@ class Strategy {
   // The discrete update of integer noisers (src/es/integer_update.cpp).
   void tell_integer(const std::vector<double>& fitness, PopulationView* full_view, EpochUpdate& u);
   std::vector<Param*> live_params();
-  // Calls fn on views covering the population in member order: full_view when it is this
-  // epoch's whole population (its cached noise is reused), else chunks within es.memory_budget.
+  // Whether full_view is this epoch's whole population (its cached noise can be reused).
+  bool whole_view(const PopulationView* full_view) const;
+  // Calls fn on views covering the population in member order: full_view when it is whole,
+  // else chunks within es.memory_budget.
   void for_update_views(PopulationView* full_view, const std::function<void(PopulationView&)>& fn);
 
   std::unique_ptr<ParamStore> owned_;

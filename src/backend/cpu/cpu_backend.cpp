@@ -302,6 +302,11 @@ class CpuBackend final : public Backend {
   std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w) override {
     return cpu_int8::qapply_moves(n, z, threshold, w);
   }
+  std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
+                             const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                             std::int8_t* w) override {
+    return cpu_int8::qupdate_apply(m, n, rank, n_pairs, blocks, d, threshold, w);
+  }
 
  private:
   // The AVX-512 or AVX2 correction (from base when given), members split over a team when it pays.

@@ -150,6 +150,16 @@ bool update_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::
   return false;
 }
 
+bool apply_signs_dispatch(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                          const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                          std::int8_t* w, std::int64_t* moved) {
+#if defined(__x86_64__)
+  if (at_avx512() && current_level() != SimdChoice::above_avx512)
+    return apply_signs_avx512_vnni(m, n, r, n_pairs, blocks, d, threshold, w, moved);
+#endif
+  return false;
+}
+
 bool pack_b_pairs_available(std::int64_t r) {
 #if defined(__x86_64__)
   return current_level() != SimdChoice::scalar && (r == 2 || r == 4 || r == 8 || r == 16);

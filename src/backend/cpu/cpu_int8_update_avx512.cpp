@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -262,6 +263,45 @@ inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum,
   }
 }
 
+// With a step to apply (qupdate_apply): what the in-place tiles do with a pass's sums. Without
+// one, they add them into z (z zeroed by the caller). With one, the first pass stores them into
+// z (no zeroing), the later ones add them, and the last applies the step to w with its sums and
+// z's (no z at all when there is one pass): no pass over z before or after the sums.
+struct Step {
+  std::int64_t threshold = 0;  // >= 1
+  std::int8_t* w = nullptr;    // (m, n)
+};
+
+// The end of a pass for columns [0, count) of a row (count <= 16, p32 the pass's int32 sums less
+// the share) when a step is applied: the sums plus z's (none at the first pass), stored into z,
+// or, at the last pass, the step applied to w with them: w = clip(w + sign(v)) where |v| >= t, as
+// qapply_moves, 16 values at once, the bytes stored from a register (a narrowing store to memory
+// is slow on AMD cores). Returns how many values changed.
+inline std::int64_t end16(bool first, bool last, std::int64_t* z, std::int8_t* w, std::int64_t count, __m512i p32,
+                          std::int64_t t) {
+  __m512i v[2];
+  __mmask16 up = 0, down = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __mmask8 mask = static_cast<__mmask8>(byte_mask(count - 8 * h));
+    v[h] = _mm512_cvtepi32_epi64(h == 0 ? _mm512_castsi512_si256(p32) : _mm512_extracti64x4_epi64(p32, 1));
+    if (!first) v[h] = _mm512_add_epi64(v[h], _mm512_maskz_loadu_epi64(mask, z + 8 * h));
+    if (!last) {
+      _mm512_mask_storeu_epi64(z + 8 * h, mask, v[h]);
+      continue;
+    }
+    up |= static_cast<__mmask16>(_mm512_mask_cmpge_epi64_mask(mask, v[h], _mm512_set1_epi64(t)) << (8 * h));
+    down |= static_cast<__mmask16>(_mm512_mask_cmple_epi64_mask(mask, v[h], _mm512_set1_epi64(-t)) << (8 * h));
+  }
+  if (!last) return 0;
+  const __mmask16 valid = avx512::first_lanes(count);
+  const __m512i old = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, w));
+  __m512i next = _mm512_mask_add_epi32(old, up, old, _mm512_set1_epi32(1));
+  next = _mm512_mask_sub_epi32(next, down, next, _mm512_set1_epi32(1));
+  next = _mm512_min_epi32(_mm512_max_epi32(next, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+  _mm_mask_storeu_epi8(w, valid, _mm512_cvtepi32_epi8(next));
+  return __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmpneq_epi32_mask(valid, next, old)));
+}
+
 // z rows [a0, a0 + RT) x columns [b0, b0 + 64) += the quads [q0, q1) of chunk ch: int32 in
 // registers, then the share taken out and the result added into the int64 z. The tile's lines of
 // z are fetched during its quads, one a quad, for the epilogue.
@@ -427,7 +467,7 @@ template <int RT>
     const std::int8_t* blk = g.block[static_cast<std::size_t>(q)] + 4 * g.dword[static_cast<std::size_t>(q)];
     _mm_prefetch(reinterpret_cast<const char*>(g.block[static_cast<std::size_t>(std::min(q + kAhead, q1 - 1))] + a_at),
                  _MM_HINT_T0);
-    if (const std::int64_t line = q - q0; line < RT * 8)
+    if (const std::int64_t line = q - q0; zt != nullptr && line < RT * 8)
       _mm_prefetch(reinterpret_cast<const char*>(zt + (line / 8) * g.n + (line % 8) * 8), _MM_HINT_ET0);
     const std::uint8_t* bp = slice + (q - q0) * kCols * 4;
     __m512i w[4];
@@ -442,10 +482,11 @@ template <int RT>
   }
 }
 
-// quad_tile's sum over the quads of this pass, both signs, then added into z.
+// quad_tile's sum over the quads of this pass, both signs, then added into z, or, with a step,
+// ended as `end` says (end16); returns the values of w it changed.
 template <int RT>
-void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32_t* colsum, std::int64_t a0,
-                   std::int64_t b0, std::int64_t pass, std::int64_t* z) {
+std::int64_t in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32_t* colsum, std::int64_t a0,
+                           std::int64_t b0, std::int64_t pass, std::int64_t* z, const Step* step) {
   const auto [q0, q1] = g.pass_quads_of(pass);
   const std::int64_t minus = g.minus_from(q0, q1);
   __m512i c[RT][4];
@@ -454,24 +495,43 @@ void in_place_tile(const InPlace& g, const std::uint8_t* slice, const std::int32
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
   const std::int64_t a_at = (g.n + a0) * g.r;
-  std::int64_t* zt = z + a0 * g.n + b0;
+  std::int64_t* zt = z != nullptr ? z + a0 * g.n + b0 : nullptr;  // none with a step over one pass
   in_place_quads<RT>(g, slice, a_at, q0, q0, minus, q1, _mm512_set1_epi8(static_cast<char>(0x80)), zt, c);
   in_place_quads<RT>(g, slice, a_at, q0, minus, q1, q1, _mm512_set1_epi8(0x7F), zt, c);
-  add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, zt, g.n);
+  if (step == nullptr) {
+    add_tile_to_z<RT>(c, nullptr, 0, colsum, g.n - b0, zt, g.n);
+    return 0;
+  }
+  alignas(64) std::int32_t part[RT][kCols];  // stored first, as add_tile_to_z does
+#pragma GCC unroll 8
+  for (int i = 0; i < RT; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_store_si512(part[i] + 16 * v, c[i][v]);
+  const std::int64_t cols = std::min(kCols, g.n - b0);
+  std::int64_t moved = 0;
+  for (int i = 0; i < RT; ++i)
+    for (std::int64_t col = 0; col < cols; col += 16) {
+      const __m512i v = _mm512_sub_epi32(_mm512_load_si512(part[i] + col), _mm512_load_si512(colsum + col));
+      moved += end16(pass == 0, pass + 1 == g.n_passes, zt != nullptr ? zt + i * g.n + col : nullptr,
+                     step->w + (a0 + i) * g.n + b0 + col, cols - col, v, step->threshold);
+    }
+  return moved;
 }
 
 // The sums in one team, with no barrier: column blocks split into contiguous shares of (column
 // block, row tile) in that order, as in run above; pass by pass, a thread packs a column block's
 // slice when its share enters it. A thread's tiles are its own in every pass.
-void run_in_place(const InPlace& g, std::int64_t* z) {
-  using Fn = void (*)(const InPlace&, const std::uint8_t*, const std::int32_t*, std::int64_t, std::int64_t,
-                      std::int64_t, std::int64_t*);
+std::int64_t run_in_place(const InPlace& g, std::int64_t* z, const Step* step) {
+  using Fn = std::int64_t (*)(const InPlace&, const std::uint8_t*, const std::int32_t*, std::int64_t, std::int64_t,
+                              std::int64_t, std::int64_t*, const Step*);
   static const Fn tiles[kRows] = {in_place_tile<1>, in_place_tile<2>, in_place_tile<3>,
                                   in_place_tile<4>, in_place_tile<5>, in_place_tile<6>};
   const std::int64_t m = g.m, n = g.n;
   const std::int64_t col_blocks = (n + kCols - 1) / kCols, row_blocks = (m + kRows - 1) / kRows;
+  std::atomic<std::int64_t> moved{0};
   cpu_parallel::team(m * n * g.n_quads * 4 > kParallelMinWork, [&](std::int64_t t, std::int64_t nt) {
     const auto [first, last] = cpu_parallel::share(col_blocks * row_blocks, t, nt);
+    std::int64_t my_moved = 0;
     // the slice, then the column sums (64-byte aligned)
     const auto lines = std::make_unique_for_overwrite<__m512i[]>(static_cast<std::size_t>(kPassQuads * 4 + 4));
     std::uint8_t* slice = reinterpret_cast<std::uint8_t*>(lines.get());
@@ -482,10 +542,12 @@ void run_in_place(const InPlace& g, std::int64_t* z) {
         const std::int64_t cb = it / row_blocks, a0 = (it % row_blocks) * kRows;
         if (cb != packed) pack_slice(g, pass, cb * kCols, slice, colsum);
         packed = cb;
-        tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, colsum, a0, cb * kCols, pass, z);
+        my_moved += tiles[std::min<std::int64_t>(kRows, m - a0) - 1](g, slice, colsum, a0, cb * kCols, pass, z, step);
       }
     }
+    moved += my_moved;
   });
+  return moved;
 }
 
 // ---- any d: term pairs of int16 (the level's kernel for the packing of cpu_int8_update.cpp) ----
@@ -528,11 +590,29 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
   if (m <= 0 || n <= 0) return true;
   if (r == 4 || r == 8 || r == 16) {
     const InPlace g = in_place(m, n, r, blocks, d, n_pairs);
-    if (g.n_quads > 0) run_in_place(g, z);
+    if (g.n_quads > 0) run_in_place(g, z, nullptr);
     return true;
   }
   Quads g = quads_of(m, n, r, blocks, d, n_pairs);
   if (g.n_terms > 0) run(g, blocks, z);
+  return true;
+}
+
+bool apply_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
+                             const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
+                             std::int8_t* w, std::int64_t* moved) {
+  if (r != 4 && r != 8 && r != 16) return false;
+  for (std::int64_t k = 0; k < n_pairs; ++k)
+    if (d[k] < -1 || d[k] > 1) return false;
+  *moved = 0;
+  if (m <= 0 || n <= 0) return true;
+  const InPlace g = in_place(m, n, r, blocks, d, n_pairs);
+  if (g.n_quads == 0) return true;  // every sum zero: nothing moves
+  const Step step{std::max<std::int64_t>(threshold, 1), w};
+  // z for the passes before the last, written by the first (not zeroed)
+  const auto z = g.n_passes > 1 ? std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(m * n))
+                                : std::unique_ptr<std::int64_t[]>();
+  *moved = run_in_place(g, z.get(), &step);
   return true;
 }
 
