@@ -73,10 +73,10 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   // With this epoch's whole view, each matrix's sums and step in one backend op (no Z to zero,
   // write and read back where the backend applies the step as it sums); vectors, and the pairs
   // of views in chunks, through Z.
-  std::vector<Param*> live;
+  std::vector<Param*> through_z;
   for (Param* p : live_all) {
     if (!whole_view(full_view) || !p->low_rank()) {
-      live.push_back(p);
+      through_z.push_back(p);
       continue;
     }
     const Decided pairs = decided_pairs(*noiser_, *full_view, *p, d);
@@ -87,26 +87,26 @@ void Strategy::tell_integer(const std::vector<double>& fitness, PopulationView* 
   // Z per value, zeroed in parallel (tens of MB for the language model: one thread's memset
   // would leave the other waiting).
   std::vector<std::unique_ptr<std::int64_t[]>> z;
-  for (Param* p : live) {
+  for (Param* p : through_z) {
     const std::int64_t count = p->value.numel();
     std::int64_t* zk = z.emplace_back(std::make_unique_for_overwrite<std::int64_t[]>(static_cast<std::size_t>(count))).get();
 #pragma omp parallel for schedule(static) if (count >= (std::int64_t{1} << 16))
     for (std::int64_t i = 0; i < count; ++i) zk[i] = 0;
   }
-  if (!live.empty())
+  if (!through_z.empty())
     for_update_views(full_view, [&](PopulationView& view) {
-      for (std::size_t k = 0; k < live.size(); ++k) {
-        if (live[k]->low_rank())
-          accumulate_matrix(*noiser_, *backend_, view, *live[k], d, z[k].get());
+      for (std::size_t k = 0; k < through_z.size(); ++k) {
+        if (through_z[k]->low_rank())
+          accumulate_matrix(*noiser_, *backend_, view, *through_z[k], d, z[k].get());
         else
-          accumulate_vector(*noiser_, view, *live[k], d, z[k].get());
+          accumulate_vector(*noiser_, view, *through_z[k], d, z[k].get());
       }
     });
-  for (std::size_t k = 0; k < live.size(); ++k) {
+  for (std::size_t k = 0; k < through_z.size(); ++k) {
     // Each value moves on its own, so the threads' split changes nothing.
-    moved += backend_->qapply_moves(live[k]->value.numel(), z[k].get(),
-                                    live[k]->low_rank() ? u.threshold : vector_threshold,
-                                    live[k]->value.data<std::int8_t>());
+    moved += backend_->qapply_moves(through_z[k]->value.numel(), z[k].get(),
+                                    through_z[k]->low_rank() ? u.threshold : vector_threshold,
+                                    through_z[k]->value.data<std::int8_t>());
   }
   u.frac_moved = total > 0 ? static_cast<double>(moved) / static_cast<double>(total) : 0.0;
   u.updated = true;
