@@ -48,9 +48,6 @@ namespace eggroll::cpu_int8 {
   void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z);
   std::int64_t qapply_moves(std::int64_t n, const std::int64_t* z, std::int64_t threshold, std::int8_t* w);
-  std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
-                             const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
-                             std::int8_t* w);
 // The SIMD level the cpu int8 kernels use ("avx512_amx", "avx512_vnni", "avx2" or "scalar"),
 // chosen once at run time; set_level forces a lower one (tests, run.simd).
 const char* level();

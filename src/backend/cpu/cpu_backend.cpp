@@ -305,7 +305,9 @@ class CpuBackend final : public Backend {
   std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                              const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
                              std::int8_t* w) override {
-    return cpu_int8::qupdate_apply(m, n, rank, n_pairs, blocks, d, threshold, w);
+    std::int64_t moved = 0;  // in the kernel's last pass where the level has one, else the two ops
+    if (cpu_int8::detail::apply_signs_dispatch(m, n, rank, n_pairs, blocks, d, threshold, w, &moved)) return moved;
+    return Backend::qupdate_apply(m, n, rank, n_pairs, blocks, d, threshold, w);
   }
 
  private:

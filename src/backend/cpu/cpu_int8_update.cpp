@@ -143,16 +143,6 @@ void run_update_tiles(const UpdateArgs& g, int tile_rows, std::int64_t tile_cols
 
 }  // namespace detail
 
-std::int64_t qupdate_apply(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
-                           const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
-                           std::int8_t* w) {
-  std::int64_t moved = 0;
-  if (detail::apply_signs_dispatch(m, n, rank, n_pairs, blocks, d, threshold, w, &moved)) return moved;
-  const auto z = std::make_unique<std::int64_t[]>(static_cast<std::size_t>(m * n));  // zeroed
-  qupdate_accumulate(m, n, rank, n_pairs, blocks, d, z.get());
-  return qapply_moves(m * n, z.get(), threshold, w);
-}
-
 void qupdate_accumulate(std::int64_t m, std::int64_t n, std::int64_t rank, std::int64_t n_pairs,
                         const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
   if (detail::update_signs_dispatch(m, n, rank, n_pairs, blocks, d, z)) return;  // quads of int8 terms

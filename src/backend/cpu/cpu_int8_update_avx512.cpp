@@ -11,6 +11,8 @@
 //   vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
 // level's bit for bit whatever the threads.
+// Sections, in order: the packed ranks; the in-place ranks 4, 8, 16 (with the step of
+// qupdate_apply applied in their last pass); the int16 term pairs; the entry points.
 #include "backend/int8_ops.hpp"
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
@@ -46,6 +48,8 @@ constexpr std::int64_t kPassQuads = 512;
 using avx512::byte_mask;
 using avx512::load_u32;
 using avx512::add16_to_z;
+
+// ---- ranks other than 4, 8, 16: both factors packed (Quads, pack_quads, quad_tile, run) ----
 
 // Both signs' terms, packed: term t = 4 q + e is (pair tk[t], column tc[t]), the d = +1 terms
 // first, up to a whole quad (padded with missing terms, tk = -1), then the d = -1 terms. A d = +1
@@ -263,45 +267,6 @@ inline void add_tile_to_z(const __m512i (&c)[RT][4], const std::int32_t* rowsum,
   }
 }
 
-// With a step to apply (qupdate_apply): what the in-place tiles do with a pass's sums. Without
-// one, they add them into z (z zeroed by the caller). With one, the first pass stores them into
-// z (no zeroing), the later ones add them, and the last applies the step to w with its sums and
-// z's (no z at all when there is one pass): no pass over z before or after the sums.
-struct Step {
-  std::int64_t threshold = 0;  // >= 1
-  std::int8_t* w = nullptr;    // (m, n)
-};
-
-// The end of a pass for columns [0, count) of a row (count <= 16, p32 the pass's int32 sums less
-// the share) when a step is applied: the sums plus z's (none at the first pass), stored into z,
-// or, at the last pass, the step applied to w with them: w = clip(w + sign(v)) where |v| >= t, as
-// qapply_moves, 16 values at once, the bytes stored from a register (a narrowing store to memory
-// is slow on AMD cores). Returns how many values changed.
-inline std::int64_t end16(bool first, bool last, std::int64_t* z, std::int8_t* w, std::int64_t count, __m512i p32,
-                          std::int64_t t) {
-  __m512i v[2];
-  __mmask16 up = 0, down = 0;
-  for (int h = 0; h < 2; ++h) {
-    const __mmask8 mask = static_cast<__mmask8>(byte_mask(count - 8 * h));
-    v[h] = _mm512_cvtepi32_epi64(h == 0 ? _mm512_castsi512_si256(p32) : _mm512_extracti64x4_epi64(p32, 1));
-    if (!first) v[h] = _mm512_add_epi64(v[h], _mm512_maskz_loadu_epi64(mask, z + 8 * h));
-    if (!last) {
-      _mm512_mask_storeu_epi64(z + 8 * h, mask, v[h]);
-      continue;
-    }
-    up |= static_cast<__mmask16>(_mm512_mask_cmpge_epi64_mask(mask, v[h], _mm512_set1_epi64(t)) << (8 * h));
-    down |= static_cast<__mmask16>(_mm512_mask_cmple_epi64_mask(mask, v[h], _mm512_set1_epi64(-t)) << (8 * h));
-  }
-  if (!last) return 0;
-  const __mmask16 valid = avx512::first_lanes(count);
-  const __m512i old = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, w));
-  __m512i next = _mm512_mask_add_epi32(old, up, old, _mm512_set1_epi32(1));
-  next = _mm512_mask_sub_epi32(next, down, next, _mm512_set1_epi32(1));
-  next = _mm512_min_epi32(_mm512_max_epi32(next, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
-  _mm_mask_storeu_epi8(w, valid, _mm512_cvtepi32_epi8(next));
-  return __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmpneq_epi32_mask(valid, next, old)));
-}
-
 // z rows [a0, a0 + RT) x columns [b0, b0 + 64) += the quads [q0, q1) of chunk ch: int32 in
 // registers, then the share taken out and the result added into the int64 z. The tile's lines of
 // z are fetched during its quads, one a quad, for the epilogue.
@@ -482,6 +447,45 @@ template <int RT>
   }
 }
 
+// With a step to apply (qupdate_apply): what the in-place tiles do with a pass's sums. Without
+// one, they add them into z (z zeroed by the caller). With one, the first pass stores them into
+// z (no zeroing), the later ones add them, and the last applies the step to w with its sums and
+// z's (no z at all when there is one pass): no pass over z before or after the sums.
+struct Step {
+  std::int64_t threshold = 0;  // >= 1
+  std::int8_t* w = nullptr;    // (m, n)
+};
+
+// The end of a pass for columns [0, count) of a row (count <= 16, p32 the pass's int32 sums less
+// the share) when a step is applied: the sums plus z's (none at the first pass), stored into z,
+// or, at the last pass, the step applied to w with them: w = clip(w + sign(v)) where |v| >= t, as
+// qapply_moves, 16 values at once, the bytes stored from a register (a narrowing store to memory
+// is slow on AMD cores). Returns how many values changed.
+inline std::int64_t end16(bool first, bool last, std::int64_t* z, std::int8_t* w, std::int64_t count, __m512i p32,
+                          std::int64_t t) {
+  __m512i v[2];
+  __mmask16 up = 0, down = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __mmask8 mask = static_cast<__mmask8>(byte_mask(count - 8 * h));
+    v[h] = _mm512_cvtepi32_epi64(h == 0 ? _mm512_castsi512_si256(p32) : _mm512_extracti64x4_epi64(p32, 1));
+    if (!first) v[h] = _mm512_add_epi64(v[h], _mm512_maskz_loadu_epi64(mask, z + 8 * h));
+    if (!last) {
+      _mm512_mask_storeu_epi64(z + 8 * h, mask, v[h]);
+      continue;
+    }
+    up |= static_cast<__mmask16>(_mm512_mask_cmpge_epi64_mask(mask, v[h], _mm512_set1_epi64(t)) << (8 * h));
+    down |= static_cast<__mmask16>(_mm512_mask_cmple_epi64_mask(mask, v[h], _mm512_set1_epi64(-t)) << (8 * h));
+  }
+  if (!last) return 0;
+  const __mmask16 valid = avx512::first_lanes(count);
+  const __m512i old = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, w));
+  __m512i next = _mm512_mask_add_epi32(old, up, old, _mm512_set1_epi32(1));
+  next = _mm512_mask_sub_epi32(next, down, next, _mm512_set1_epi32(1));
+  next = _mm512_min_epi32(_mm512_max_epi32(next, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+  _mm_mask_storeu_epi8(w, valid, _mm512_cvtepi32_epi8(next));
+  return __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmpneq_epi32_mask(valid, next, old)));
+}
+
 // quad_tile's sum over the quads of this pass, both signs, then added into z, or, with a step,
 // ended as `end` says (end16); returns the values of w it changed.
 template <int RT>
@@ -581,12 +585,18 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
       add16_to_z(g.z + (a0 + i) * g.n + b0 + col, cols - col, _mm512_load_si512(part[i] + col), 1);
 }
 
+// Whether every d is -1, 0 or 1 (what the quads need).
+bool signs_only(const std::int8_t* d, std::int64_t n_pairs) {
+  for (std::int64_t k = 0; k < n_pairs; ++k)
+    if (d[k] < -1 || d[k] > 1) return false;
+  return true;
+}
+
 }  // namespace
 
 bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                               const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
-  for (std::int64_t k = 0; k < n_pairs; ++k)
-    if (d[k] < -1 || d[k] > 1) return false;
+  if (!signs_only(d, n_pairs)) return false;
   if (m <= 0 || n <= 0) return true;
   if (r == 4 || r == 8 || r == 16) {
     const InPlace g = in_place(m, n, r, blocks, d, n_pairs);
@@ -601,9 +611,7 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
 bool apply_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                              const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
                              std::int8_t* w, std::int64_t* moved) {
-  if (r != 4 && r != 8 && r != 16) return false;
-  for (std::int64_t k = 0; k < n_pairs; ++k)
-    if (d[k] < -1 || d[k] > 1) return false;
+  if ((r != 4 && r != 8 && r != 16) || !signs_only(d, n_pairs)) return false;
   *moved = 0;
   if (m <= 0 || n <= 0) return true;
   const InPlace g = in_place(m, n, r, blocks, d, n_pairs);
