@@ -378,22 +378,31 @@ class RowEpilogue {
   template <int R, int T>
   void xb_rows(const std::uint8_t* xu, std::int64_t x_stride, std::int32_t* const* xb) {
     if constexpr (R == 2 || R == 4 || R == 8 || R == 16) {
-      constexpr int kG = 16 / R;
-      __m512i dot[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) dot[t] = _mm512_setzero_si512();
+      constexpr int kG = 16 / R, kStep = 4 * kG;  // k per vector of B
+      // two chains per row (even and odd steps): T chains alone wait on vpdpbusd's latency
+      __m512i dot[2][T];
+#pragma GCC unroll 16
+      for (int e = 0; e < 2 * T; ++e) dot[e / T][e % T] = _mm512_setzero_si512();
       const std::int8_t* const bt = bt_.data();
       const std::int64_t n = g_.n;
       const __m512i flip = flip_;
-      for (std::int64_t k = 0; k < n; k += 4 * kG) {
+      const auto step = [&](std::int64_t k, int chain) [[gnu::always_inline]] {
         const __m512i bv = _mm512_loadu_si512(bt + k * R);
 #pragma GCC unroll 8
         for (int t = 0; t < T; ++t)
-          dot[t] = _mm512_dpbusd_epi32(dot[t], _mm512_xor_si512(x_groups<kG>(xu + t * x_stride + k), flip), bv);
+          dot[chain][t] =
+              _mm512_dpbusd_epi32(dot[chain][t], _mm512_xor_si512(x_groups<kG>(xu + t * x_stride + k), flip), bv);
+      };
+      std::int64_t k = 0;
+      for (; k + 2 * kStep <= n; k += 2 * kStep) {
+        step(k, 0);
+        step(k + kStep, 1);
       }
+      for (; k < n; k += kStep) step(k, 0);
       const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(dot[t], col)));
+      for (int t = 0; t < T; ++t)
+        _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(_mm512_add_epi32(dot[0][t], dot[1][t]), col)));
     } else if constexpr (R == 1) {  // one sum per row, four rows' reduced together
       alignas(64) std::int32_t dots[T][16];
       xb_dots<1, T, 1>(xu, x_stride, bt_.data(), dots, flip_);
