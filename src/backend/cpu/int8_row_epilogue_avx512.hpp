@@ -60,15 +60,26 @@ class RowEpilogue {
         xb64_(static_cast<std::size_t>(g.f->rank)),
         lanes_(g.f->rank) {}
 
+  // block_mf_ for rows [i0, i1): each member's factors looked up once for its rows. Whether any
+  // row is perturbed.
+  bool block_factors(std::int64_t i0, std::int64_t i1) {
+    const std::int64_t per_member = g_.batch.rows_per_member;
+    bool any = false;
+    for (std::int64_t i = i0; i < i1;) {
+      const std::int64_t j = i / per_member, end = std::min(i1, (j + 1) * per_member);
+      const MemberFactors mf = member_factors(*g_.f, j);
+      any = any || mf.sign != 0;
+      for (; i < end; ++i) block_mf_[i - i0] = mf;
+    }
+    return any;
+  }
+
   // Fills rows[i - i0] for rows [i0, i1) when every one of them can finish in the tile's
   // registers (unperturbed, or rank 1 with |x . B| < 2^23 and n <= 65,536); false otherwise.
   // fused_short() then tells whether every x . B fits int16 (Rank1RowsShort).
   bool fused_rows(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride, FusedRow* rows) {
     const bool rank1 = g_.f->rank == 1 && g_.n <= 65536;
-    for (std::int64_t i = i0; i < i1; ++i) {
-      block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
-      if (block_mf_[i - i0].sign != 0 && !rank1) return false;
-    }
+    if (block_factors(i0, i1) && !rank1) return false;
     if (rank1) runs_xb<1>(i0, i1, xu, x_stride);
     const std::int64_t per_block = (g_.m + 15) / 16 * 16;
     ensure_size(a32_, (i1 - i0) * per_block);
@@ -111,7 +122,7 @@ class RowEpilogue {
   template <int R>
   Fused block_xb(std::int64_t i0, std::int64_t i1, const std::uint8_t* xu, std::int64_t x_stride) {
     if (g_.n > 65536) return Fused::no;
-    for (std::int64_t i = i0; i < i1; ++i) block_mf_[i - i0] = member_factors(*g_.f, i / g_.batch.rows_per_member);
+    block_factors(i0, i1);
     runs_xb<R>(i0, i1, xu, x_stride);
     bool pairs = true;
     for (std::int64_t i = i0; i < i1; ++i) {
