@@ -396,6 +396,60 @@ TEST(Int8Random, QmmRank16) {
     }
 }
 
+TEST(Int8Random, QmmPaddedRanks) {
+  // Ranks between the powers of two with several rows per member run at the AVX-512 level as the
+  // next power of two, their factors copied with zero columns: random factors, then factors of one
+  // value on both sides of 2^15 (the int16 pairs' hi and lo split: 127 * 258 < 2^15 < 127 * 259)
+  // and of sum_c |x . B[:, c]| = 2^23 (r 127 * 127 n against 2^23: the int64 rows beyond it).
+  Rng rng{17};
+  int c = 0;
+  for (std::int64_t r : {3, 5, 6, 7, 9, 12, 15})
+    for (std::int64_t n : {17, 64, 259, 1000})
+      for (std::int64_t rpm : {3, 16}) {
+        const std::int64_t m = c % 2 == 0 ? 47 : 130, members = rpm == 16 ? 4 : 9, rows = members * rpm;
+        const int lo = c % 3 == 0 ? -128 : -127;
+        ++c;
+        const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
+        QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), c % 3 == 1 ? 1 : -1, -1, lo);
+        expect_all_levels_equal<std::int8_t>("qmm r=" + std::to_string(r) + " n=" + std::to_string(n) +
+                                                 " rpm=" + std::to_string(rpm),
+                                             rows * m, [&](Backend& be, std::int8_t* y) {
+                                               be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                             });
+      }
+  // More members than one call pads at once (4 MiB of copies: 18 KiB a member here), with the
+  // addend's rows and per-member vectors, W packed beforehand or not.
+  {
+    const std::int64_t r = 12, n = 1000, m = 130, members = 250, rpm = 2, rows = members * rpm;
+    const I8 x = rng.int8s(rows * n, -127), w = rng.int8s(m * n, -127);
+    const I8 b = rng.int8s(rows * m, -128), v = rng.int8s(members * m, -128);
+    QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), 3, 231);  // a null block in the second call
+    const QAddend add{b.data(), v.data(), m};
+    for (bool prepack : {false, true})
+      expect_all_levels_equal<std::int8_t>("qmm r=12 in several calls" + std::string(prepack ? ", prepacked" : ""),
+                                           rows * m, [&](Backend& be, std::int8_t* y) {
+                                             const auto packed = prepack ? be.qpack(m, n, w.data()) : nullptr;
+                                             be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y, add, packed.get());
+                                           });
+  }
+  struct Edge { std::int64_t n; int b; };
+  for (std::int64_t r : {3, 6, 12}) {
+    const std::int64_t below = ((std::int64_t{1} << 23) - 1) / (r * 127 * 127);  // the largest n under 2^23
+    for (Edge e : {Edge{258, 1}, Edge{259, -1}, Edge{below, 127}, Edge{below + 1, -127}}) {
+      const std::int64_t m = 40, rpm = 3;
+      const I8 x(static_cast<std::size_t>(2 * rpm * e.n), 127), w = rng.int8s(m * e.n);
+      QF f(rng, 2, m, e.n, r, 4);
+      for (auto& st : f.storage)
+        for (std::int64_t k = 0; k < e.n * r; ++k) st[static_cast<std::size_t>(k)] = static_cast<std::int8_t>(e.b);
+      expect_all_levels_equal<std::int8_t>("qmm one-value factors r=" + std::to_string(r) + " n=" +
+                                               std::to_string(e.n) + " b=" + std::to_string(e.b),
+                                           2 * rpm * m, [&](Backend& be, std::int8_t* y) {
+                                             be.qmm({2, rpm}, m, e.n, x.data(), w.data(), f.f, y);
+                                           });
+    }
+  }
+}
+
 TEST(Int8Random, Embedding) {
   Rng rng{2};
   int c = 0;

@@ -250,6 +250,63 @@ const std::uint8_t* raw_block(const std::int8_t* x, std::int64_t n, std::int64_t
   return copy.data();
 }
 
+// The most bytes of padded factor copies (below) a qmm call makes at once.
+constexpr std::int64_t kPaddedBytes = std::int64_t{4} << 20;
+
+// The power of two that ranks 3, 5, 6, 7 and 9 .. 15 run as with several rows per member (below);
+// the rank itself otherwise.
+std::int64_t padded_rank(std::int64_t r, std::int64_t rows_per_member) {
+  if (rows_per_member == 1 || r <= 2 || r >= 16 || (r & (r - 1)) == 0) return r;
+  std::int64_t p = 4;
+  while (p < r) p *= 2;
+  return p;
+}
+
+// f's factor blocks with p - f.rank zero columns after each row of B and of A, into this thread's
+// kept buffer <int8_t, 4> (one copy per distinct block: an antithetic pair shares one), pointed to
+// by blocks; the padded factors otherwise as f (the same signs and shift).
+QFactors padded_factors(const QFactors& f, std::int64_t members, std::int64_t p,
+                        std::vector<const std::int8_t*>& blocks) {
+  const std::int64_t r = f.rank, rows = f.n + f.m;
+  blocks.assign(static_cast<std::size_t>(members), nullptr);
+  std::int64_t distinct = 0;
+  for (std::int64_t j = 0; j < members; ++j)
+    if (f.blocks[j] != nullptr && (j == 0 || f.blocks[j] != f.blocks[j - 1])) ++distinct;
+  // output byte e = row e / p's byte e % p: input byte (e / p) r + e % p, kept where e % p < r
+  alignas(64) std::uint8_t spread_bytes[64];
+  __mmask64 keep = 0;
+  for (std::int64_t e = 0; e < 64; ++e) {
+    spread_bytes[e] = static_cast<std::uint8_t>(e % p < r ? (e / p) * r + e % p : 0);
+    if (e % p < r) keep |= __mmask64{1} << e;
+  }
+  const __m512i spread = _mm512_load_si512(spread_bytes);
+  UnsetVector<std::int8_t>& store = kept_buffer<std::int8_t, 4>();
+  ensure_size(store, distinct * rows * p);
+  std::int8_t* next = store.data();
+  for (std::int64_t j = 0; j < members; ++j) {
+    if (f.blocks[j] == nullptr) continue;
+    if (j > 0 && f.blocks[j] == f.blocks[j - 1]) {
+      blocks[static_cast<std::size_t>(j)] = blocks[static_cast<std::size_t>(j - 1)];
+      continue;
+    }
+    // 64 / p rows a step: their r-byte rows loaded at once and spread to p bytes each by one
+    // byte permute, the pad bytes zeroed by its mask
+    const std::int8_t* from = f.blocks[j];
+    const std::int64_t per_step = 64 / p;
+    for (std::int64_t k = 0; k < rows; k += per_step) {
+      const std::int64_t count = std::min(per_step, rows - k);
+      const __m512i in = _mm512_maskz_loadu_epi8(byte_mask(count * r), from + k * r);
+      _mm512_mask_storeu_epi8(next + k * p, byte_mask(count * p), _mm512_maskz_permutexvar_epi8(keep, spread, in));
+    }
+    blocks[static_cast<std::size_t>(j)] = next;
+    next += rows * p;
+  }
+  QFactors out = f;
+  out.rank = p;
+  out.blocks = blocks.data();
+  return out;
+}
+
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
@@ -258,6 +315,36 @@ const std::uint8_t* raw_block(const std::int8_t* x, std::int64_t n, std::int64_t
 // no bias), and the epilogues' x . B flips their bytes as it loads them (x_flip): no converted copy
 // of x, and with W packed beforehand no wait for the other threads.
 void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
+  // Ranks 3, 5, 6, 7 and 9 .. 15 with several rows per member run as the next power of two, with
+  // zero columns: their rows then take the int16 pairs in the tile's registers (ranks 2, 4, 8 and
+  // 16) instead of the row epilogue. The sums are the same integers and the shift stays the rank's
+  // own, so every output is the same; the copy costs (n + m) p bytes per pair, spread over the
+  // rows of two members.
+  // Calls of at most kPaddedBytes of copies (whole pairs), in member order.
+  if (g.f != nullptr && g.f->blocks != nullptr && g.f->sign != nullptr) {
+    const std::int64_t p = padded_rank(g.f->rank, g.batch.rows_per_member);
+    if (p != g.f->rank) {
+      const std::int64_t rpm = g.batch.rows_per_member, members = g.batch.n_members;
+      const std::int64_t chunk = std::max<std::int64_t>(2, kPaddedBytes / ((g.n + g.m) * p) / 2 * 2);
+      std::vector<const std::int8_t*> blocks;
+      for (std::int64_t j0 = 0; j0 < members; j0 += chunk) {
+        const std::int64_t count = std::min(chunk, members - j0);
+        QFactors part = *g.f;
+        part.blocks += j0;
+        part.sign += j0;
+        const QFactors padded = padded_factors(part, count, p, blocks);
+        QmmArgs sub = g;
+        sub.batch = {count, rpm};
+        sub.x += j0 * rpm * g.n;
+        sub.y += j0 * rpm * g.m;
+        if (sub.add.rows != nullptr) sub.add.rows += j0 * rpm * g.m;
+        if (sub.add.vec != nullptr) sub.add.vec += j0 * sub.add.vec_stride;
+        sub.f = &padded;
+        qmm_avx512_vnni(sub, amx);
+      }
+      return;
+    }
+  }
   const std::int64_t rows = g.batch.rows();
   Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, kept_buffer<std::uint8_t, 0>(),
            kept_buffer<std::int8_t, 1>(), kept_buffer<std::int32_t, 2>()};

@@ -35,7 +35,7 @@ void ensure_size(Vector& v, std::int64_t n) {
 
 // This thread's buffer `Which` of T, kept between calls and grown by ensure_size, never cleared:
 // every value is written before it is read. Slots: qmm's operands (cpu_int8_avx512.cpp) xu
-// <uint8_t, 0>, wp <int8_t, 1>, bias <int32_t, 2>, acc <int32_t, 3>; RowEpilogue's bt_ <int8_t, 0>,
+// <uint8_t, 0>, wp <int8_t, 1>, bias <int32_t, 2>, acc <int32_t, 3>, padded factors <int8_t, 4>; RowEpilogue's bt_ <int8_t, 0>,
 // a_sum_ <int32_t, 0>, a32_ <int32_t, 1>, a16_ <int16_t, 0>; the AMX update's (cpu_int8_update_amx.cpp)
 // packed B <int8_t, 2>, packed A <int8_t, 3>, sums <int32_t, 4>. (Made and freed with each call, the epilogue's buffers
 // cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
