@@ -358,6 +358,21 @@ TEST(Int8Random, QmmHighRanksWideInputsAndLargeSums) {
       }
 }
 
+// Every level against the reference on random operands (values from lo) and factors of rank r
+// at the rank's own shift: members of rpm rows each (4 of 16 rows, else 9), member zero_member
+// unperturbed.
+void expect_random_qmm(Rng& rng, std::int64_t r, std::int64_t n, std::int64_t m, std::int64_t rpm, int lo,
+                       std::int64_t zero_member) {
+  const std::int64_t members = rpm == 16 ? 4 : 9, rows = members * rpm;
+  const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
+  QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), zero_member, -1, lo);
+  expect_all_levels_equal<std::int8_t>("qmm r=" + std::to_string(r) + " n=" + std::to_string(n) + " m=" +
+                                           std::to_string(m) + " rpm=" + std::to_string(rpm),
+                                       rows * m, [&](Backend& be, std::int8_t* y) {
+                                         be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                       });
+}
+
 TEST(Int8Random, QmmRank16) {
   // Rank 16 at the AVX-512 level runs in int16 pairs, split in hi and lo when some |x . B[:, c]|
   // >= 2^15, and in int64 when sum_c |x . B[:, c]| >= 2^23: random factors at members of one, three
@@ -369,16 +384,9 @@ TEST(Int8Random, QmmRank16) {
   for (std::int64_t n : {17, 64, 256, 1000})
     for (std::int64_t m : {1, 47, 130})
       for (std::int64_t rpm : {1, 3, 16}) {
-        const std::int64_t members = rpm == 16 ? 4 : 9, rows = members * rpm;
         const int lo = c % 2 == 0 ? -128 : -127;
         ++c;
-        const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
-        QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), c % 3 == 1 ? 1 : -1, -1, lo);
-        expect_all_levels_equal<std::int8_t>("qmm r=16 n=" + std::to_string(n) + " m=" + std::to_string(m) +
-                                                 " rpm=" + std::to_string(rpm),
-                                             rows * m, [&](Backend& be, std::int8_t* y) {
-                                               be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y);
-                                             });
+        expect_random_qmm(rng, r, n, m, rpm, lo, c % 3 == 1 ? 1 : -1);
       }
   struct Edge { std::int64_t n; int b; };
   for (Edge e : {Edge{258, 1}, Edge{259, -1}, Edge{1024, 4}, Edge{1024, -5}})
@@ -406,16 +414,9 @@ TEST(Int8Random, QmmPaddedRanks) {
   for (std::int64_t r : {3, 5, 6, 7, 9, 12, 15})
     for (std::int64_t n : {17, 64, 259, 1000})
       for (std::int64_t rpm : {3, 16}) {
-        const std::int64_t m = c % 2 == 0 ? 47 : 130, members = rpm == 16 ? 4 : 9, rows = members * rpm;
         const int lo = c % 3 == 0 ? -128 : -127;
         ++c;
-        const I8 x = rng.int8s(rows * n, lo), w = rng.int8s(m * n, lo);
-        QF f(rng, members, m, n, r, 8 + q::rank_shift(static_cast<int>(r)), c % 3 == 1 ? 1 : -1, -1, lo);
-        expect_all_levels_equal<std::int8_t>("qmm r=" + std::to_string(r) + " n=" + std::to_string(n) +
-                                                 " rpm=" + std::to_string(rpm),
-                                             rows * m, [&](Backend& be, std::int8_t* y) {
-                                               be.qmm({members, rpm}, m, n, x.data(), w.data(), f.f, y);
-                                             });
+        expect_random_qmm(rng, r, n, c % 2 == 0 ? 130 : 47, rpm, lo, c % 3 == 1 ? 1 : -1);
       }
   // More members than one call pads at once (4 MiB of copies: 18 KiB a member here), with the
   // addend's rows and per-member vectors, W packed beforehand or not.
