@@ -307,6 +307,31 @@ QFactors padded_factors(const QFactors& f, std::int64_t members, std::int64_t p,
   return out;
 }
 
+// qmm_avx512_vnni with the factors padded to rank p (padded_factors), in calls of at most
+// kPaddedBytes of copies (whole pairs), in member order. The sums are the same integers and the
+// shift stays the rank's own, so every output is the same; the copies cost (n + m) p bytes per
+// pair, spread over the rows of two members.
+void qmm_padded(const QmmArgs& g, bool amx, std::int64_t p) {
+  const std::int64_t rpm = g.batch.rows_per_member, members = g.batch.n_members;
+  const std::int64_t chunk = std::max<std::int64_t>(2, kPaddedBytes / ((g.n + g.m) * p) / 2 * 2);
+  std::vector<const std::int8_t*> blocks;
+  for (std::int64_t j0 = 0; j0 < members; j0 += chunk) {
+    const std::int64_t count = std::min(chunk, members - j0);
+    QFactors part = *g.f;
+    part.blocks += j0;
+    part.sign += j0;
+    const QFactors padded = padded_factors(part, count, p, blocks);
+    QmmArgs sub = g;
+    sub.batch = {count, rpm};
+    sub.x += j0 * rpm * g.n;
+    sub.y += j0 * rpm * g.m;
+    if (sub.add.rows != nullptr) sub.add.rows += j0 * rpm * g.m;
+    if (sub.add.vec != nullptr) sub.add.vec += j0 * sub.add.vec_stride;
+    sub.f = &padded;
+    qmm_avx512_vnni(sub, amx);
+  }
+}
+
 }  // namespace
 
 // rows are split evenly over the threads in whole tiles; each thread runs row blocks of its range.
@@ -317,33 +342,10 @@ QFactors padded_factors(const QFactors& f, std::int64_t members, std::int64_t p,
 void qmm_avx512_vnni(const QmmArgs& g, bool amx) {
   // Ranks 3, 5, 6, 7 and 9 .. 15 with several rows per member run as the next power of two, with
   // zero columns: their rows then take the int16 pairs in the tile's registers (ranks 2, 4, 8 and
-  // 16) instead of the row epilogue. The sums are the same integers and the shift stays the rank's
-  // own, so every output is the same; the copy costs (n + m) p bytes per pair, spread over the
-  // rows of two members.
-  // Calls of at most kPaddedBytes of copies (whole pairs), in member order.
+  // 16) instead of the row epilogue.
   if (g.f != nullptr && g.f->blocks != nullptr && g.f->sign != nullptr) {
-    const std::int64_t p = padded_rank(g.f->rank, g.batch.rows_per_member);
-    if (p != g.f->rank) {
-      const std::int64_t rpm = g.batch.rows_per_member, members = g.batch.n_members;
-      const std::int64_t chunk = std::max<std::int64_t>(2, kPaddedBytes / ((g.n + g.m) * p) / 2 * 2);
-      std::vector<const std::int8_t*> blocks;
-      for (std::int64_t j0 = 0; j0 < members; j0 += chunk) {
-        const std::int64_t count = std::min(chunk, members - j0);
-        QFactors part = *g.f;
-        part.blocks += j0;
-        part.sign += j0;
-        const QFactors padded = padded_factors(part, count, p, blocks);
-        QmmArgs sub = g;
-        sub.batch = {count, rpm};
-        sub.x += j0 * rpm * g.n;
-        sub.y += j0 * rpm * g.m;
-        if (sub.add.rows != nullptr) sub.add.rows += j0 * rpm * g.m;
-        if (sub.add.vec != nullptr) sub.add.vec += j0 * sub.add.vec_stride;
-        sub.f = &padded;
-        qmm_avx512_vnni(sub, amx);
-      }
-      return;
-    }
+    const std::int64_t padded = padded_rank(g.f->rank, g.batch.rows_per_member);
+    if (padded != g.f->rank) return qmm_padded(g, amx, padded);
   }
   const std::int64_t rows = g.batch.rows();
   Packed p{(g.n + 3) / 4, round_up(g.n, 64), (g.m + 15) / 16, kept_buffer<std::uint8_t, 0>(),
