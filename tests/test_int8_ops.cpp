@@ -418,6 +418,8 @@ TEST(Int8Random, QmmPaddedRanks) {
         ++c;
         expect_random_qmm(rng, r, n, c % 2 == 0 ? 130 : 47, rpm, lo, c % 3 == 1 ? 1 : -1);
       }
+  // Rows past the int32 bounds (n > 65,536: the row epilogue's int64 correction, on the padded factors).
+  expect_random_qmm(rng, 3, 65537, 4, 3, -127, -1);
   // More members than one call pads at once (4 MiB of copies: 18 KiB a member here), with the
   // addend's rows and per-member vectors, W packed beforehand or not.
   {
