@@ -47,13 +47,15 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   // past n's multiples of 64; {40, 1, ..} one row per member; {7, 5, ..} blocks whose last rows
   // are not a whole tile (prepare sums theirs); {3, 4, 100, 1024, 1} a narrow last panel.
   // {30, 4, 100, 70, 4}: factors transposed with tails of 6 (n) and 4 (m) values past a vector,
-  // and the next blocks' rows of x queued.
+  // and the next blocks' rows of x queued. Ranks 3, 6 and 12 with several rows per member and
+  // full tiles: the correction on the accumulators with the rank a loop bound.
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
               S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
               S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
               S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}, S{6, 16, 64, 200, 1},
               S{21, 5, 64, 70, 1}, S{5, 16, 64, 1278, 1}, S{40, 1, 64, 1278, 1},
-              S{7, 5, 64, 1278, 1}, S{3, 4, 100, 1024, 1}, S{30, 4, 100, 70, 4}})
+              S{7, 5, 64, 1278, 1}, S{3, 4, 100, 1024, 1}, S{30, 4, 100, 70, 4}, S{9, 16, 64, 512, 3},
+              S{6, 8, 128, 100, 6}, S{4, 12, 70, 40, 12}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

@@ -66,6 +66,7 @@ struct Blocked {
   };
   static constexpr bool kXbTiles = kLanes == 16 && requires(const float* p) { V::xb_sum(p); };
   static constexpr std::int64_t kXbTilesMinN = 1024;
+  static constexpr int kAnyRank = -1;  // tile's RANK for a rank known only at run time
 
   // What a tile asks for among its first k steps, one line a step, on behalf of the tiles after it
   // (compute's order), so that it is there when they start: its share of the next panel block's
@@ -89,10 +90,11 @@ struct Blocked {
   // y: row stride ldy. Lanes past cols are computed from zero padding and never stored.
   // With ep (only on the last k block), the chains are complete: the low-rank correction of
   // rows row .. row+MR-1 and outputs col .. col+cols-1 is added before the store.
-  // RANK > 0 (full tiles, rank RANK): when every row of the tile is perturbed, the correction's
-  // RANK FMAs per element are issued on the accumulators before the store (A^T rows: rank by rank
-  // over the whole tile, like RANK more steps of k; A in the factor block: its columns by
-  // shuffles, row by row); otherwise after the store (add_lowrank).
+  // RANK > 0 (full tiles, rank RANK), or kAnyRank (any rank, A^T rows only): when every row of the
+  // tile is perturbed, the correction's rank FMAs per element are issued on the accumulators
+  // before the store (A^T rows: rank by rank over the whole tile, like rank more steps of k; A in
+  // the factor block: its columns by shuffles, row by row); otherwise after the store
+  // (add_lowrank).
   // XB (RANK 0; rank 1's full tiles of a block's first panel, xb non-null): after the store the
   // tile also sums its rows' x . B_j (XbPass), then adds the correction (add_lowrank).
   // fin (only on the last k block): the layer's epilogue (RowFinish), on the accumulators before
@@ -140,9 +142,10 @@ struct Blocked {
       }
     }
     for (; k < kc; ++k) step(k);
-    if constexpr (RANK > 0) {
+    if constexpr (RANK != 0) {
       if (ep != nullptr && all_perturbed<MR>(*ep, row)) {
-        const float* s = ep->row_scale + row * RANK;
+        const int rank = RANK > 0 ? RANK : static_cast<int>(ep->rank);  // kAnyRank: the call's
+        const float* s = ep->row_scale + row * rank;
         const std::int64_t ldc = ep->m;  // between the ranks of A^T
         const float* a0 = ep->row_a[row];
         if (RANK > 1 && !ep->a_by_rank) {
@@ -150,13 +153,13 @@ struct Blocked {
           // per run of rows with the same A (a member's rows, or an antithetic pair's).
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) {
-            Reg column[RANK];
+            Reg column[RANK > 1 ? RANK : 1];
             const float* a = nullptr;
 #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
               if (ep->row_a[row + r] != a) {
                 a = ep->row_a[row + r];
-                columns<RANK>(a + (col + v * kLanes) * RANK, column);
+                if constexpr (RANK > 1) columns<RANK>(a + (col + v * kLanes) * RANK, column);
               }
 #pragma GCC unroll 16
               for (int c = 0; c < RANK; ++c) acc[r][v] = V::fma(V::broadcast(s + r * RANK + c), column[c], acc[r][v]);
@@ -164,23 +167,23 @@ struct Blocked {
           }
         } else if (a0 == ep->row_a[row + MR - 1]) {  // one member's rows (rows come in member order)
 #pragma GCC unroll 16
-          for (int c = 0; c < RANK; ++c) {
+          for (int c = 0; c < rank; ++c) {
             Reg av[NV];
 #pragma GCC unroll 4
             for (int v = 0; v < NV; ++v) av[v] = V::load(a0 + c * ldc + col + v * kLanes);
 #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
-              const Reg sv = V::broadcast(s + r * RANK + c);
+              const Reg sv = V::broadcast(s + r * rank + c);
 #pragma GCC unroll 4
               for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(sv, av[v], acc[r][v]);
             }
           }
         } else {
 #pragma GCC unroll 16
-          for (int c = 0; c < RANK; ++c)
+          for (int c = 0; c < rank; ++c)
 #pragma GCC unroll 16
             for (int r = 0; r < MR; ++r) {
-              const Reg sv = V::broadcast(s + r * RANK + c);
+              const Reg sv = V::broadcast(s + r * rank + c);
               const float* av = ep->row_a[row + r] + c * ldc + col;
 #pragma GCC unroll 4
               for (int v = 0; v < NV; ++v) acc[r][v] = V::fma(sv, V::load(av + v * kLanes), acc[r][v]);
@@ -364,7 +367,8 @@ struct Blocked {
       case 4: return &tile<kMr, kNv, 4, false, FETCH>;
       case 8: return &tile<kMr, kNv, 8, false, FETCH>;
       case 16: return &tile<kMr, kNv, 16, false, FETCH>;
-      default: return &tile<kMr, kNv, 0, false, FETCH>;
+      // other ranks with A^T rows (several rows per member): the rank a loop bound
+      default: return ep->a_by_rank ? &tile<kMr, kNv, kAnyRank, false, FETCH> : &tile<kMr, kNv, 0, false, FETCH>;
     }
   }
 
