@@ -453,6 +453,31 @@ TEST(Int8Random, QmmPaddedRanks) {
   }
 }
 
+TEST(Int8Random, QmmRanksAbove16) {
+  // Ranks above 16 finish in the row epilogue: x . B four ranks at a time from B^T, the rank
+  // product in int64 from A^T. Random operands at one, three and sixteen rows per member (ranks
+  // not a multiple of 4 included), then x at 127 against factors of -128 at n = 65,536, the
+  // largest |x . B| the int32 dot products serve.
+  Rng rng{18};
+  int c = 0;
+  for (std::int64_t r : {17, 24, 33, 64})
+    for (std::int64_t rpm : {1, 3, 16}) {
+      ++c;
+      expect_random_qmm(rng, r, c % 2 == 0 ? 1000 : 70, c % 2 == 0 ? 47 : 130, rpm, c % 3 == 0 ? -128 : -127,
+                        c % 3 == 1 ? 1 : -1);
+    }
+  for (std::int64_t r : {17, 64}) {
+    const std::int64_t n = 65536, m = 20, rpm = 3;
+    const I8 x(static_cast<std::size_t>(2 * rpm * n), 127), w = rng.int8s(m * n);
+    QF f(rng, 2, m, n, r, 4);
+    for (auto& st : f.storage) std::fill(st.begin(), st.end(), std::int8_t{-128});
+    expect_all_levels_equal<std::int8_t>("qmm r=" + std::to_string(r) + " largest x . B", 2 * rpm * m,
+                                         [&](Backend& be, std::int8_t* y) {
+                                           be.qmm({2, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                         });
+  }
+}
+
 TEST(Int8Random, Embedding) {
   Rng rng{2};
   int c = 0;

@@ -35,8 +35,8 @@ void ensure_size(Vector& v, std::int64_t n) {
 
 // This thread's buffer `Which` of T, kept between calls and grown by ensure_size, never cleared:
 // every value is written before it is read. Slots: qmm's operands (cpu_int8_avx512.cpp) xu
-// <uint8_t, 0>, wp <int8_t, 1>, bias <int32_t, 2>, acc <int32_t, 3>, padded factors <int8_t, 4>; RowEpilogue's bt_ <int8_t, 0>,
-// a_sum_ <int32_t, 0>, a32_ <int32_t, 1>, a16_ <int16_t, 0>; the AMX update's (cpu_int8_update_amx.cpp)
+// <uint8_t, 0>, wp <int8_t, 1>, bias <int32_t, 2>, acc <int32_t, 3>, padded factors <int8_t, 4>;
+// RowEpilogue's bt_ <int8_t, 0>, at_ <int8_t, 5>, a_sum_ <int32_t, 0>, a32_ <int32_t, 1>, a16_ <int16_t, 0>; the AMX update's (cpu_int8_update_amx.cpp)
 // packed B <int8_t, 2>, packed A <int8_t, 3>, sums <int32_t, 4>. (Made and freed with each call, the epilogue's buffers
 // cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
 template <typename T, int Which>
@@ -58,7 +58,9 @@ class RowEpilogue {
         writer_(g.div),
         corr_(static_cast<std::size_t>(m64 + 16)),
         xb64_(static_cast<std::size_t>(g.f->rank)),
-        lanes_(g.f->rank) {}
+        col_sum_(static_cast<std::size_t>(std::max<std::int64_t>(16, (g.f->rank + 3) / 4 * 4))),
+        lanes_(g.f->rank),
+        xb_wide_(col_sum_.size()) {}
 
   // block_mf_ for rows [i0, i1): each member's factors looked up once for its rows. Whether any
   // row is perturbed.
@@ -338,11 +340,12 @@ class RowEpilogue {
   // The factor block b as xb_rows reads it, unless it is b's already: at ranks 2, 4, 8 and 16,
   // B's rows in groups of 4 G (G = 16 / r), 64 bytes each, int32 lane c G + h holding
   // B[4 h .. 4 h + 3][c] of the group (zero past n), and col_sum_ the lanes' sums over the groups;
-  // at other ranks B^T (r rows of x_stride bytes, zero padded) and col_sum_ its rows' sums.
+  // at other ranks B^T (r rows of x_stride bytes, zero padded, then zero rows up to a multiple of
+  // 4) and col_sum_ its rows' sums.
   void lay_out_b(const std::int8_t* b, std::int64_t x_stride) {
     if (b == bt_of_) return;
-    const std::int64_t r = g_.f->rank, n = g_.n;
-    ensure_size(bt_, r * x_stride);
+    const std::int64_t r = g_.f->rank, n = g_.n, rows4 = (r + 3) / 4 * 4;
+    ensure_size(bt_, rows4 * x_stride);
     std::int8_t* bt = bt_.data();
     const __m512i ones = _mm512_set1_epi8(1);
     if (r == 2 || r == 4 || r == 8 || r == 16) {
@@ -359,7 +362,7 @@ class RowEpilogue {
         _mm512_storeu_si512(bt + k * r, grouped);
         sum = _mm512_dpbusd_epi32(sum, ones, grouped);
       }
-      _mm512_storeu_si512(col_sum_, sum);
+      _mm512_storeu_si512(col_sum_.data(), sum);
       bt_of_ = b;
       return;
     }
@@ -367,7 +370,7 @@ class RowEpilogue {
       std::memcpy(bt, b, static_cast<std::size_t>(n));
       std::fill(bt + n, bt + x_stride, std::int8_t{0});
     } else {
-      std::fill(bt, bt + r * x_stride, std::int8_t{0});
+      std::fill(bt, bt + rows4 * x_stride, std::int8_t{0});  // and the rows up to a multiple of 4
       for (std::int64_t c = 0; c < r; ++c)
         for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
     }
@@ -410,7 +413,7 @@ class RowEpilogue {
         step(k + kStep, 1);
       }
       for (; k < n; k += kStep) step(k, 0);
-      const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_), 7);
+      const __m512i col = _mm512_slli_epi32(_mm512_loadu_si512(col_sum_.data()), 7);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         _mm512_storeu_si512(xb[t], fold_groups<kG>(_mm512_sub_epi32(_mm512_add_epi32(dot[0][t], dot[1][t]), col)));
@@ -439,7 +442,7 @@ class RowEpilogue {
       for (int t = 0; t < T; ++t)
         for (int cg = 0; cg < kGroups; ++cg) {
           const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
-          const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_ + 4 * cg)), 7);
+          const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_.data() + 4 * cg)), 7);
           const __m128i sums = lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]),
                                           _mm512_load_si512(d[3]));
           _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
@@ -479,6 +482,7 @@ class RowEpilogue {
 
   void correction(const MemberFactors& mf, std::int64_t i, const std::uint8_t* xu, std::int64_t x_stride) {
     const std::int64_t r = g_.f->rank;
+    if (r > 16 && g_.n <= 65536) return correction_above_16(mf, xu, x_stride);
     if (r > 16) {
       lowrank_row_scalar(g_.m, g_.n, r, g_.f->shift, mf, g_.x + i * g_.n, xb64_.data(), corr_.data());
       return;
@@ -491,6 +495,39 @@ class RowEpilogue {
     corr_from_xb(g_.m, r, g_.f->shift, mf.sign, mf.a, xb, corr_.data());
   }
 
+  // correction() at ranks above 16 (n <= 65,536, so x . B fits int32): x . B from B^T (lay_out_b)
+  // four ranks at a time, then p[a] = sum_c xb[c] A[a][c] in int64 from A^T (made once per factor
+  // block), 8 outputs a vector, and corr_ as corr_from_xb's.
+  void correction_above_16(const MemberFactors& mf, const std::uint8_t* xu, std::int64_t x_stride) {
+    const std::int64_t r = g_.f->rank, m = g_.m;
+    lay_out_b(mf.b, x_stride);
+    for (std::int64_t c = 0; c < r; c += 4) {
+      alignas(64) std::int32_t dots[4][16];
+      xb_dots<4, 1, 4>(xu, x_stride, bt_.data() + c * x_stride, dots, flip_);
+      const __m128i sums = lane_sums4(_mm512_load_si512(dots[0]), _mm512_load_si512(dots[1]),
+                                      _mm512_load_si512(dots[2]), _mm512_load_si512(dots[3]));
+      const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_.data() + c)), 7);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xb_wide_.data() + c), _mm_sub_epi32(sums, col));
+    }
+    if (mf.a != at_of_) {
+      ensure_size(at_, r * m);
+      for (std::int64_t a = 0; a < m; ++a)
+        for (std::int64_t c = 0; c < r; ++c) at_[static_cast<std::size_t>(c * m + a)] = mf.a[a * r + c];
+      at_of_ = mf.a;
+    }
+    const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
+    for (std::int64_t a0 = 0; a0 < m; a0 += 8) {
+      const __mmask16 present = static_cast<__mmask16>(byte_mask(m - a0));
+      __m512i p = _mm512_setzero_si512();
+      for (std::int64_t c = 0; c < r; ++c)
+        p = _mm512_add_epi64(p, _mm512_mul_epi32(_mm512_set1_epi64(xb_wide_[static_cast<std::size_t>(c)]),
+                                                 _mm512_cvtepi8_epi64(_mm_maskz_loadu_epi8(present, at_.data() + c * m + a0))));
+      p = _mm512_sra_epi64(p, count);
+      if (mf.sign < 0) p = _mm512_sub_epi64(_mm512_setzero_si512(), p);
+      _mm512_storeu_si512(corr_.data() + a0, p);
+    }
+  }
+
   const QmmArgs& g_;
   const std::int32_t* stored_bias_;  // (m64) or null: added to acc as row() reads it
   const __m512i flip_;               // x_flip: what the x . B loads xor their bytes with
@@ -501,7 +538,7 @@ class RowEpilogue {
   // the factor block bt_of_ as xb_rows reads it (lay_out_b)
   UnsetVector<std::int8_t>& bt_ = kept_buffer<std::int8_t, 0>();
   const std::int8_t* bt_of_ = nullptr;
-  std::int32_t col_sum_[16] = {};
+  std::vector<std::int32_t> col_sum_;  // max(16, r rounded up to 4) values, zero past the rank
   // sums of A's rows for the factor block a_sum_of_ (a_sums)
   UnsetVector<std::int32_t>& a_sum_ = kept_buffer<std::int32_t, 0>();
   const std::int8_t* a_sum_of_ = nullptr;
@@ -512,6 +549,10 @@ class RowEpilogue {
   alignas(16) std::int32_t xb_[kRowBlock][16] = {};
   UnsetVector<std::int16_t>& a16_ = kept_buffer<std::int16_t, 0>();
   UnsetVector<std::int32_t>& a32_ = kept_buffer<std::int32_t, 1>();  // the fused rank-1 rows' A as int32
+  // ranks above 16: x . B (zero past the rank), and A^T (r, m) of the factor block at_of_
+  std::vector<std::int32_t> xb_wide_;
+  UnsetVector<std::int8_t>& at_ = kept_buffer<std::int8_t, 5>();
+  const std::int8_t* at_of_ = nullptr;
 };
 
 }  // namespace eggroll::cpu_int8::detail
