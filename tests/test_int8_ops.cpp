@@ -456,8 +456,8 @@ TEST(Int8Random, QmmPaddedRanks) {
 TEST(Int8Random, QmmRanksAbove16) {
   // Ranks above 16 finish in the row epilogue: x . B four ranks at a time from B^T, the rank
   // product in int64 from A^T. Random operands at one, three and sixteen rows per member (ranks
-  // not a multiple of 4 included), then x at 127 against factors of -128 at n = 65,536, the
-  // largest |x . B| the int32 dot products serve.
+  // not a multiple of 4 included), the rank product on both sides of the int32 bound, then x at
+  // 127 against factors of -128 at n = 65,536, the largest |x . B| the int32 dot products serve.
   Rng rng{18};
   int c = 0;
   for (std::int64_t r : {17, 24, 33, 64})
@@ -466,6 +466,19 @@ TEST(Int8Random, QmmRanksAbove16) {
       expect_random_qmm(rng, r, c % 2 == 0 ? 1000 : 70, c % 2 == 0 ? 47 : 130, rpm, c % 3 == 0 ? -128 : -127,
                         c % 3 == 1 ? 1 : -1);
     }
+  // The rank product at the int32 bound: x 127, B 1, A -128 at rank 17 make p = -128 * 17 * 127 n,
+  // which n = 7770 keeps within int32 (the 16-lane path) and n = 7771 does not (the int64 one).
+  for (std::int64_t n : {7770, 7771}) {
+    const std::int64_t r = 17, m = 20, rpm = 3;
+    const I8 x(static_cast<std::size_t>(2 * rpm * n), 127), w = rng.int8s(m * n);
+    QF f(rng, 2, m, n, r, 4);
+    for (auto& st : f.storage)
+      for (std::size_t k = 0; k < st.size(); ++k) st[k] = static_cast<std::int8_t>(k < static_cast<std::size_t>(n * r) ? 1 : -128);
+    expect_all_levels_equal<std::int8_t>("qmm r=17 rank product at the int32 bound, n=" + std::to_string(n), 2 * rpm * m,
+                                         [&](Backend& be, std::int8_t* y) {
+                                           be.qmm({2, rpm}, m, n, x.data(), w.data(), f.f, y);
+                                         });
+  }
   for (std::int64_t r : {17, 64}) {
     const std::int64_t n = 65536, m = 20, rpm = 3;
     const I8 x(static_cast<std::size_t>(2 * rpm * n), 127), w = rng.int8s(m * n);

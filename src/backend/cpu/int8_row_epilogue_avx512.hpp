@@ -496,8 +496,9 @@ class RowEpilogue {
   }
 
   // correction() at ranks above 16 (n <= 65,536, so x . B fits int32): x . B from B^T (lay_out_b)
-  // four ranks at a time, then p[a] = sum_c xb[c] A[a][c] in int64 from A^T (made once per factor
-  // block), 8 outputs a vector, and corr_ as corr_from_xb's.
+  // four ranks at a time, then p[a] = sum_c xb[c] A[a][c] from A^T (made once per factor block):
+  // in int32, 16 outputs a vector, where sum_c |xb[c]| < 2^24 bounds |p| below 2^31, else in int64,
+  // 8 a vector; corr_ as corr_from_xb's.
   void correction_above_16(const MemberFactors& mf, const std::uint8_t* xu, std::int64_t x_stride) {
     const std::int64_t r = g_.f->rank, m = g_.m;
     lay_out_b(mf.b, x_stride);
@@ -514,6 +515,23 @@ class RowEpilogue {
       for (std::int64_t a = 0; a < m; ++a)
         for (std::int64_t c = 0; c < r; ++c) at_[static_cast<std::size_t>(c * m + a)] = mf.a[a * r + c];
       at_of_ = mf.a;
+    }
+    std::int64_t total = 0;  // sum_c |xb[c]|: |p| < 128 total
+    for (std::int64_t c = 0; c < r; ++c) total += std::abs(static_cast<std::int64_t>(xb_wide_[static_cast<std::size_t>(c)]));
+    if (total < (std::int64_t{1} << 24)) {  // p fits int32: 16 outputs a vector
+      const __m512i counts = _mm512_set1_epi32(g_.f->shift);
+      for (std::int64_t a0 = 0; a0 < m; a0 += 16) {
+        const __mmask16 present = static_cast<__mmask16>(byte_mask(m - a0));
+        __m512i p = _mm512_setzero_si512();
+        for (std::int64_t c = 0; c < r; ++c)
+          p = _mm512_add_epi32(p, _mm512_mullo_epi32(_mm512_set1_epi32(xb_wide_[static_cast<std::size_t>(c)]),
+                                                     _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(present, at_.data() + c * m + a0))));
+        p = _mm512_srav_epi32(p, counts);
+        if (mf.sign < 0) p = _mm512_sub_epi32(_mm512_setzero_si512(), p);
+        _mm512_storeu_si512(corr_.data() + a0, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(p)));
+        _mm512_storeu_si512(corr_.data() + a0 + 8, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(p, 1)));
+      }
+      return;
     }
     const __m128i count = _mm_cvtsi32_si128(g_.f->shift);
     for (std::int64_t a0 = 0; a0 < m; a0 += 8) {
