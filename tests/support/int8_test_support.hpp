@@ -1,5 +1,6 @@
-// Helpers of the int8 op tests (test_int8_ops.cpp, test_int8_update.cpp): random int8 values,
-// the SIMD levels, and every level's result compared with the reference's bit for bit.
+// Helpers of the int8 op tests (test_int8_ops.cpp, test_int8_qmm_ranks.cpp, test_int8_update.cpp):
+// random int8 values and factors, the SIMD levels, and every level's result compared with the
+// reference's bit for bit.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -71,5 +72,25 @@ inline void expect_all_levels_equal(const std::string& what, std::int64_t n,
     ASSERT_EQ(0, std::memcmp(want.data.data(), got.data.data(), got.data.size() * sizeof(T))) << what << " level " << l;
   }
 }
+
+// Int8 factors of one (m, n) matrix for n_members members (pairs share a block; signs +1, -1):
+// member zero_member has sign 0, member null_member a null block (with a nonzero sign).
+struct QF {
+  std::vector<I8> storage;
+  std::vector<const std::int8_t*> blocks;
+  std::vector<std::int8_t> sign;
+  QFactors f;
+  QF(Rng& rng, std::int64_t n_members, std::int64_t m, std::int64_t n, std::int64_t r, int shift,
+     std::int64_t zero_member = -1, std::int64_t null_member = -1, int lo = -127) {
+    for (std::int64_t j = 0; j < n_members; ++j) {
+      if (j % 2 == 0) storage.push_back(rng.int8s(r * (n + m), lo));
+      blocks.push_back(storage.back().data());
+      sign.push_back(j % 2 ? -1 : 1);
+    }
+    if (zero_member >= 0 && zero_member < n_members) sign[zero_member] = 0;
+    if (null_member >= 0 && null_member < n_members) blocks[null_member] = nullptr;
+    f = QFactors{m, n, r, blocks.data(), sign.data(), shift};
+  }
+};
 
 }  // namespace eggroll::int8_test
