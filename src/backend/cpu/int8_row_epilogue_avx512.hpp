@@ -36,9 +36,10 @@ void ensure_size(Vector& v, std::int64_t n) {
 // This thread's buffer `Which` of T, kept between calls and grown by ensure_size, never cleared:
 // every value is written before it is read. Slots: qmm's operands (cpu_int8_avx512.cpp) xu
 // <uint8_t, 0>, wp <int8_t, 1>, bias <int32_t, 2>, acc <int32_t, 3>, padded factors <int8_t, 4>;
-// RowEpilogue's bt_ <int8_t, 0>, at_ <int8_t, 5>, a_sum_ <int32_t, 0>, a32_ <int32_t, 1>, a16_ <int16_t, 0>; the AMX update's (cpu_int8_update_amx.cpp)
-// packed B <int8_t, 2>, packed A <int8_t, 3>, sums <int32_t, 4>. (Made and freed with each call, the epilogue's buffers
-// cost a clear of up to 200 KB, and page faults where malloc mapped them, on every qmm call.)
+// RowEpilogue's bt_ <int8_t, 0>, at_ <int8_t, 5>, a_sum_ <int32_t, 0>, a32_ <int32_t, 1>, a16_
+// <int16_t, 0>; the AMX update's (cpu_int8_update_amx.cpp) packed B <int8_t, 2>, packed A <int8_t,
+// 3>, sums <int32_t, 4>. (Made and freed with each call, the epilogue's buffers cost a clear of up
+// to 200 KB, and page faults where malloc mapped them, on every qmm call.)
 template <typename T, int Which>
 UnsetVector<T>& kept_buffer() {
   thread_local UnsetVector<T> v;
@@ -441,13 +442,18 @@ class RowEpilogue {
       xb_dots<R, T, 4 * kGroups>(xu, x_stride, bt_.data(), dots, flip_);
       for (int t = 0; t < T; ++t)
         for (int cg = 0; cg < kGroups; ++cg) {
-          const std::int32_t(*d)[16] = dots + t * 4 * kGroups + 4 * cg;
-          const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_.data() + 4 * cg)), 7);
-          const __m128i sums = lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]),
-                                          _mm512_load_si512(d[3]));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(xb[t] + 4 * cg), _mm_sub_epi32(sums, col));
+          four_sums(dots + t * 4 * kGroups + 4 * cg, col_sum_.data() + 4 * cg, xb[t] + 4 * cg);
         }
     }
+  }
+
+  // out[q] = the 16 lanes of d[q] summed, less 128 col[q], for q < 4 (modulo 2^32): four ranks' x . B
+  // from xb_dots's sums against B^T rows (x + 128 against B: the + 128's share is 128 B's sum).
+  static void four_sums(const std::int32_t (*d)[16], const std::int32_t* col, std::int32_t* out) {
+    const __m128i sums =
+        lane_sums4(_mm512_load_si512(d[0]), _mm512_load_si512(d[1]), _mm512_load_si512(d[2]), _mm512_load_si512(d[3]));
+    const __m128i share = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)), 7);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_sub_epi32(sums, share));
   }
 
   // The 4 G bytes at x in every group of G int32 lanes.
@@ -505,10 +511,7 @@ class RowEpilogue {
     for (std::int64_t c = 0; c < r; c += 4) {
       alignas(64) std::int32_t dots[4][16];
       xb_dots<4, 1, 4>(xu, x_stride, bt_.data() + c * x_stride, dots, flip_);
-      const __m128i sums = lane_sums4(_mm512_load_si512(dots[0]), _mm512_load_si512(dots[1]),
-                                      _mm512_load_si512(dots[2]), _mm512_load_si512(dots[3]));
-      const __m128i col = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col_sum_.data() + c)), 7);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(xb_wide_.data() + c), _mm_sub_epi32(sums, col));
+      four_sums(dots, col_sum_.data() + c, xb_wide_.data() + c);
     }
     if (mf.a != at_of_) {
       ensure_size(at_, r * m);
