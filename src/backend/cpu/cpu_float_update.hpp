@@ -320,13 +320,17 @@ struct Update {
         const std::int64_t tile_floats = terms_per_panel * kTileRows;
         UnsetVector<float> ap(pack_broadcast ? static_cast<std::size_t>(tile_floats + kLanes) : 0);
         // A step packs the panel of (terms [k0, ..), columns from tile cb) and runs its tiles.
-        // During its tiles the next step's packed lines and its first row tile's broadcast lines
-        // (rank 1, at a new depth block: all its rows' broadcast values, which the row tiles'
-        // packing reads) are fetched: the terms' factor blocks lie apart in memory, where the hardware
-        // prefetchers do not follow them, and packing them unfetched waited on memory for most of
-        // its time. Each tile asks for its share of the lines among its multiply-adds, one a step
-        // of its depth loop: asked for in a burst before each tile, they stalled the core on its
-        // outstanding-miss buffers (two threads, the medium model's shapes: 3.5-7% slower).
+        // During its tiles the next step's packed lines and (rank > 1) its first row tile's
+        // broadcast lines are fetched: the terms' factor blocks lie apart in memory, where the
+        // hardware prefetchers do not follow them, and packing them unfetched waited on memory for
+        // most of its time. Each tile asks for its share of the lines among its multiply-adds, one
+        // a step of its depth loop: asked for in a burst before each tile, they stalled the core on
+        // its outstanding-miss buffers (two threads, the medium model's shapes: 3.5-7% slower).
+        // Not at rank 1 all the thread's broadcast values of the next depth block, which its row
+        // tiles' packing reads (a quarter of L2 a thread at the medium model's shapes): those
+        // reads step through the terms at the blocks' fixed distance, which the hardware follows,
+        // and the queued lines only crowded L2 (docs/results.md, fifty-third pass: the medium
+        // shapes 1.1-1.2 times as fast on two threads without them on a Zen 5).
         cpu::LineQueue queue;
         std::array<const char*, kDepth> fetch;
         const auto queue_step = [&](std::int64_t k0, std::int64_t cb) {
@@ -334,10 +338,7 @@ struct Update {
           const std::int64_t e0 = cb * kTileCols, e1 = std::min(cols, std::min(cb + kBlockTiles, ct1) * kTileCols);
           for (std::int64_t k = 0; k < terms; ++k) {
             queue.add(blocks[k0 + k] + packed_at + e0 * r, (e1 - e0) * r * 4);
-            if (!pack_broadcast)
-              queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
-            else if (cb == ct0)  // a new depth block: all the thread's broadcast values, which its packing reads
-              queue.add(blocks[k0 + k] + broadcast_at + r0, (r1 - r0) * 4);
+            if (!pack_broadcast) queue.add(blocks[k0 + k] + broadcast_at + r0 * r, (tile_row(1) - r0) * r * 4);
           }
         };
         for (std::int64_t k0 = 0; k0 < n_terms; k0 += terms_per_panel) {
