@@ -5,6 +5,7 @@
 // 128 (d = +1) or 127 (d = -1) times a row's sum of A over the terms, per chunk of quads. Exact:
 // int32 within a chunk, int64 in z.
 #include "backend/cpu/cpu_parallel.hpp"
+#include "backend/cpu/line_queue.hpp"
 #include "backend/int8_ops.hpp"
 
 #if defined(__x86_64__)
@@ -183,11 +184,22 @@ void pack_quads(Quads& g, const std::int8_t* const* blocks, std::int64_t t, std:
   const std::int64_t m = g.m, n = g.n, r = g.r, width = 4 * g.n_quads;
   const std::vector<std::int64_t>&tk = g.tk, &tc = g.tc;
   const auto [qa, qb] = cpu_parallel::share(g.n_quads, t, nt);
+  // A simple quad's packing also asks for the next one's B rows (its pairs' B parts, the lines
+  // spread over its steps): each quad starts four streams of rows lying apart, and the steps of
+  // the one before waited on their first lines (the medium model's rank-1 and rank-2 updates
+  // 1.15-1.40 times as fast on two threads of a Zen 5; docs/results.md, fifty-third pass).
+  cpu::LineQueue queue;
+  const std::int64_t steps = g.n_pad / 16;
   for (std::int64_t q = qa; q < qb; ++q) {
     const std::uint8_t flip_byte = q < g.n_plus ? 0x80 : 0x7F;
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(flip_byte));
     if (simple_quad(tk, tc, r, 4 * q)) {  // the pairs' B rows + 128 (the padding's value is never read)
+      queue.clear();
+      if (q + 1 < qb && simple_quad(tk, tc, r, 4 * (q + 1)))
+        for (std::int64_t e = 0; e < 4; e += r <= 2 ? r : 4) queue.add(blocks[tk[4 * (q + 1) + e]], n * r);
+      const std::int64_t per_step = (queue.lines_left() + steps - 1) / steps;
       for (std::int64_t b = 0; b < g.n_pad; b += 16) {
+        queue.pump(per_step);
         const std::int64_t count = std::max<std::int64_t>(0, std::min<std::int64_t>(16, n - b));
         _mm512_storeu_si512(g.quad_at(q, b), _mm512_xor_si512(quad_rows(blocks, tk, tc, r, 4 * q, b, count), flip));
       }
