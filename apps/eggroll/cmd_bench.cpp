@@ -303,6 +303,33 @@ std::int64_t int8_sum(const std::int8_t* v, std::int64_t n) {
   return sum;
 }
 
+// The sum of v[0 .. n) in eight partial double sums, value k into part k % 8 (the last n % 8 into
+// part 0), added in order at the end: one serial chain of double adds would cost a task's
+// stand-in more than some of the cases' whole correction. The parts two at a time in SSE2 (the
+// CLI's baseline), where GCC 12 at -O2 left the loop scalar: the same additions in the same order,
+// so the same sum, in a third of the time (fifty-third pass).
+double float_sum(const float* v, std::int64_t n) {
+  double part[8] = {};
+  std::int64_t k = 0;
+#if defined(__SSE2__)
+  __m128d acc[4] = {_mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd()};
+  for (; k + 8 <= n; k += 8) {
+    const __m128 lo = _mm_loadu_ps(v + k), hi = _mm_loadu_ps(v + k + 4);
+    acc[0] = _mm_add_pd(acc[0], _mm_cvtps_pd(lo));
+    acc[1] = _mm_add_pd(acc[1], _mm_cvtps_pd(_mm_movehl_ps(lo, lo)));
+    acc[2] = _mm_add_pd(acc[2], _mm_cvtps_pd(hi));
+    acc[3] = _mm_add_pd(acc[3], _mm_cvtps_pd(_mm_movehl_ps(hi, hi)));
+  }
+  for (int q = 0; q < 4; ++q) _mm_storeu_pd(part + 2 * q, acc[q]);
+#endif
+  for (; k + 8 <= n; k += 8)
+    for (int q = 0; q < 8; ++q) part[q] += v[k + q];
+  for (; k < n; ++k) part[0] += v[k];
+  double s = 0;
+  for (int q = 0; q < 8; ++q) s += part[q];
+  return s;
+}
+
 // Scores of every member from a forward of its rows (mean output, a cheap stand-in for a task).
 std::vector<double> forward_scores(Model& model, Backend& backend, PopulationView& view, const Case& c,
                                    const std::vector<Tensor>& inputs, std::int64_t chunk) {
@@ -318,15 +345,7 @@ std::vector<double> forward_scores(Model& model, Backend& backend, PopulationVie
       if (y.dtype() == DType::i8) {  // an exact integer sum, as an integer task's score
         s = static_cast<double>(int8_sum(y.data<std::int8_t>() + j * per_member, per_member));
       } else {
-        // eight partial sums (one serial chain of double adds would cost a task's stand-in more
-        // than some of the cases' whole correction)
-        const float* v = y.data<float>() + j * per_member;
-        double part[8] = {};
-        std::int64_t k = 0;
-        for (; k + 8 <= per_member; k += 8)
-          for (int q = 0; q < 8; ++q) part[q] += v[k + q];
-        for (; k < per_member; ++k) part[0] += v[k];
-        for (int q = 0; q < 8; ++q) s += part[q];
+        s = float_sum(y.data<float>() + j * per_member, per_member);
       }
       scores[first + j] = s / static_cast<double>(per_member);
     }
