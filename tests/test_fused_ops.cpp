@@ -48,14 +48,17 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   // are not a whole tile (prepare sums theirs); {3, 4, 100, 1024, 1} a narrow last panel.
   // {30, 4, 100, 70, 4}: factors transposed with tails of 6 (n) and 4 (m) values past a vector,
   // and the next blocks' rows of x queued. Ranks 3, 6 and 12 with several rows per member and
-  // full tiles: the correction on the accumulators with the rank a loop bound.
+  // full tiles: the correction on the accumulators with the rank a loop bound. Ranks 3, 5, 6, 7 and
+  // 12 with one row per member: the blocks copied with zero columns to the next power of two
+  // (pairs in one copy), over several blocks of rows, with tails of m and n past a vector.
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
               S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
               S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
               S{100, 1, 600, 300, 4}, S{40, 1, 2048, 256, 4}, S{250, 1, 64, 512, 1}, S{6, 16, 64, 200, 1},
               S{21, 5, 64, 70, 1}, S{5, 16, 64, 1278, 1}, S{40, 1, 64, 1278, 1},
               S{7, 5, 64, 1278, 1}, S{3, 4, 100, 1024, 1}, S{30, 4, 100, 70, 4}, S{9, 16, 64, 512, 3},
-              S{6, 8, 128, 100, 6}, S{4, 12, 70, 40, 12}})
+              S{6, 8, 128, 100, 6}, S{4, 12, 70, 40, 12}, S{37, 1, 512, 64, 3}, S{30, 1, 70, 300, 6},
+              S{100, 1, 600, 300, 5}, S{26, 1, 96, 40, 7}, S{21, 1, 64, 70, 12}, S{9, 1, 2048, 256, 6}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);
@@ -96,13 +99,14 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
 // gelu and silu by the backend's own kernel). Shapes: one row per member with pairs sharing
 // factors; x . B in the first panel's tiles over k blocks (n 1278, rank 1); A columns by shuffles
 // (rank 4) with a narrow last panel (m 96); the 4-lane tiles (m 3); rank 3; A^T by rank (rank 4,
-// 16 rows per member). Row 1 of x holds a NaN (relu gives 0 for it, as the separate relu does).
+// 16 rows per member); rank 6 with one row per member (padded to 8). Row 1 of x holds a NaN (relu
+// gives 0 for it, as the separate relu does).
 TEST(BackendOps, LinearEqualsItsOpsInSequence) {
   struct S { std::int64_t members, rpm, m, n, r; };
   for (BackendKind kind : {BackendKind::reference, BackendKind::cpu})
   for (const std::string& level : simd_levels(*make_backend(kind)))
   for (S s : {S{37, 1, 512, 64, 1}, S{5, 16, 64, 1278, 1}, S{26, 1, 96, 40, 4}, S{7, 2, 3, 17, 4}, S{5, 3, 33, 65, 3},
-              S{9, 16, 64, 512, 4}})
+              S{9, 16, 64, 512, 4}, S{26, 1, 96, 40, 6}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

@@ -165,6 +165,18 @@ struct Avx2 {
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t c = 0; c < r; ++c) dots_rows<1, 1>(x + t * n, bt + c * n, n, out + t * r + c);
   }
+  // 3 -> 4, 5 .. 7 -> 8 (avx2::columns serves 2, 4, 8); above 8 as is
+  static std::int64_t padded_rank(std::int64_t r) { return r == 3 ? 4 : r > 4 && r < 8 ? 8 : r; }
+  // out (rows, rp) = in (rows, r) with zero columns up to rp (4 or 8): a masked load a row.
+  static void pad_columns(const float* in, std::int64_t rows, std::int64_t r, std::int64_t rp, float* out) {
+    const __m256i mask = avx2::first_lanes(r);
+    if (rp == 8) {
+      for (std::int64_t e = 0; e < rows; ++e) _mm256_storeu_ps(out + e * 8, _mm256_maskload_ps(in + e * r, mask));
+    } else {
+      const __m128i half = _mm256_castsi256_si128(mask);
+      for (std::int64_t e = 0; e < rows; ++e) _mm_storeu_ps(out + e * 4, _mm_maskload_ps(in + e * r, half));
+    }
+  }
   static void add_rank(const float* from, const float* at, const float* s, std::int64_t m, std::int64_t r, float* y) {
     for (std::int64_t a = 0; a < m; a += 8) {
       __m256 acc = load_first(from + a, m - a);

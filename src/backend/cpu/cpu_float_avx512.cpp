@@ -205,6 +205,22 @@ inline void xb_transposed(const float* x, std::int64_t rows, const float* bt, st
   }
 }
 
+// out (rows, rp) = in (rows, r) with columns r .. rp - 1 zero, rp a power of two up to 16 above r:
+// 16 / rp rows a vector, each vector one expanding load of their r (16 / rp) values.
+inline void pad_columns(const float* in, std::int64_t rows, std::int64_t r, std::int64_t rp, float* out) {
+  const std::int64_t per = 16 / rp;
+  std::uint32_t mask = 0;
+  for (std::int64_t g = 0; g < per; ++g) mask |= ((1u << r) - 1u) << (g * rp);
+  std::int64_t e = 0;
+  for (; e + per <= rows; e += per)
+    _mm512_storeu_ps(out + e * rp, _mm512_maskz_expandloadu_ps(static_cast<__mmask16>(mask), in + e * r));
+  if (e < rows) {
+    const std::int64_t lanes_left = (rows - e) * rp;  // < 16
+    const auto part = static_cast<__mmask16>(mask & ((1u << lanes_left) - 1u));
+    _mm512_mask_storeu_ps(out + e * rp, lanes(lanes_left), _mm512_maskz_expandloadu_ps(part, in + e * r));
+  }
+}
+
 // The AVX-512 level of cpu_float_lowrank.hpp.
 struct Avx512 {
   // No queue of the next block's rows of x (cpu_float_lowrank.hpp): on a Zen 5 its prefetches held
@@ -225,6 +241,14 @@ struct Avx512 {
   static void xb_transposed(const float* x, std::int64_t rows, const float* bt, std::int64_t n, std::int64_t r,
                             float* out) {
     cpu_float_avx512::xb_transposed(x, rows, bt, n, r, out);
+  }
+  // 3 -> 4, 5 .. 7 -> 8, 9 .. 15 -> 16 (avx512::columns serves 2, 4, 8, 16)
+  static std::int64_t padded_rank(std::int64_t r) {
+    if (r <= 2 || r >= 16 || avx512::columns_serve(r)) return r;
+    return r < 4 ? 4 : r < 8 ? 8 : 16;
+  }
+  static void pad_columns(const float* in, std::int64_t rows, std::int64_t r, std::int64_t rp, float* out) {
+    cpu_float_avx512::pad_columns(in, rows, r, rp, out);
   }
   static void add_rank(const float* from, const float* at, const float* s, std::int64_t m, std::int64_t r, float* y) {
     for (std::int64_t a = 0; a < m; a += 16) {

@@ -11,7 +11,10 @@
 //   add_rank(from, at, s, m, r, y): y[a] = fma(s[c], at[c m + a], ..) over c in order, starting from
 //     from[a] (from may equal y), a < m;
 //   gemm_lowrank(rows, m, n, x, w, e, y, finish, packed): the level's GEMM with the fused
-//     correction e, the layer's epilogue finish and W's pack (both may be null) (cpu_sgemm.hpp).
+//     correction e, the layer's epilogue finish and W's pack (both may be null) (cpu_sgemm.hpp);
+//   padded_rank(r): the rank whose shuffles serve rank r with one row per member: r itself, or the
+//     next power of two the level's shuffles serve (padded_factors);
+//   pad_columns(in, rows, r, rp, out): out (rows, rp) = in (rows, r) with zero columns r .. rp - 1.
 // Each row's products depend on (n, r) and the rows per member alone, never on the batch or the
 // threads, so contracts 2 and 3 hold at each level.
 #pragma once
@@ -43,15 +46,29 @@ void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n
   L::xb_transposed(x, rows, bt_scratch, n, r, xb);
 }
 
+// The rank the factors are used at: with one row per member, a rank the level's shuffles do not
+// serve (3, 5, 6, 7, and 9 .. 15 where 16 is served) runs as the next power of two that they do,
+// each factor block copied with zero columns (L::pad_columns): x . B, the A columns and the tile's
+// correction then take that rank's shuffles, where the other ranks took a fused chain over k per
+// value (x . B) and a gather per rank and vector of outputs (the correction): rank 6 ran at under
+// half the rows per second of rank 8. The padded columns add fma(0, 0, y) to each output (which
+// turns a -0 into +0), in the fused forward and in the separate correction alike. With several
+// rows per member every rank has its paths (the transposes).
+template <class L>
+std::int64_t padded_factors(std::int64_t r, std::int64_t rows_per_member) {
+  return rows_per_member == 1 ? L::padded_rank(r) : r;
+}
+
 // cpu_float.hpp's lowrank_correction at level L.
 template <class L>
 void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const float* x, float* y,
                         std::int64_t member_first, std::int64_t count, const float* base) {
-  const std::int64_t m = f.m, n = f.n, r = f.rank, rows = batch.rows_per_member;
+  const std::int64_t m = f.m, n = f.n, rows = batch.rows_per_member, r = padded_factors<L>(f.rank, rows);
   // Rank > 1: each member's A (m, r) transposed to (r, m), so the product below reads contiguous
   // values (the same values, in the same order, as the fused store's).
   UnsetVector<float> scratch(r > 1 ? static_cast<std::size_t>(r * m) : 0);
   UnsetVector<float> bt_scratch(r > 1 ? static_cast<std::size_t>(r * n) : 0);
+  UnsetVector<float> padded(r != f.rank ? static_cast<std::size_t>(r * (n + m)) : 0);
   std::vector<float> xb(static_cast<std::size_t>(rows * r)), scale(static_cast<std::size_t>(r));
   for (std::int64_t j = member_first; j < member_first + count; ++j) {
     const float coef = f.coef[j];
@@ -60,6 +77,10 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
       continue;
     }
     const float* b = f.blocks[j];
+    if (r != f.rank) {
+      L::pad_columns(b, n + m, f.rank, r, padded.data());
+      b = padded.data();
+    }
     const float* at = b + n * r;
     if (r > 1) {
       L::transpose_factor(at, m, r, scratch.data());
@@ -80,7 +101,9 @@ void lowrank_correction(const MemberRows& batch, const LowRankFactors& f, const 
 template <class L>
 void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const float* x, const float* w, float* y,
                       const cpu_sgemm::RowFinish* finish, const PackedWeights* packed) {
-  const std::int64_t m = f.m, n = f.n, r = f.rank, rows_per_member = batch.rows_per_member, members = batch.n_members;
+  const std::int64_t m = f.m, n = f.n, rows_per_member = batch.rows_per_member, members = batch.n_members;
+  const std::int64_t r = padded_factors<L>(f.rank, rows_per_member);  // the rank the kernels run at
+  const bool padded = r != f.rank;  // each block copied with zero columns by prepare
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). The products x B_j need x, so the GEMM driver asks for them a block
   // of rows at a time (prepare), while those rows are in cache. With rank > 1 and several rows
@@ -93,13 +116,14 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));
   const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
   for (std::int64_t j = 0; j < members; ++j) {
-    const float* a = f.coef[j] != 0.0f && f.blocks[j] != nullptr ? f.blocks[j] + n * r : nullptr;
+    // (padded: A as stored until prepare points the row at its copy)
+    const float* a = f.coef[j] != 0.0f && f.blocks[j] != nullptr ? f.blocks[j] + n * f.rank : nullptr;
     for (std::int64_t t = 0; t < rows_per_member; ++t) row_a[j * rows_per_member + t] = a;
   }
   // Rank 1: the driver's tiles may sum x . B_j themselves (LowRankEpilogue::xb_in_tiles), from B_j
   // here (null: an unperturbed row), in the order of L's products.
   const auto row_b = r == 1 ? std::make_unique<const float*[]>(static_cast<std::size_t>(batch.rows())) : nullptr;
-  const std::int64_t block_floats = r * (n + m);
+  const std::int64_t block_floats = f.rank * (n + m);  // a factor block as stored
   constexpr std::int64_t kBlockFetchBytes = 256 << 10;  // a quarter of L2
   // No factor queue at one row per member where W takes more than a quarter of L2: there the tiles
   // fetch W's panels ahead themselves, and the queue's lines competed with them for the miss
@@ -122,7 +146,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
     const std::int64_t next_members = (last - first) / rows_per_member + 1;
     const bool whole_blocks = transposed || next_members * block_floats * 4 <= kBlockFetchBytes;
     // otherwise the next block's B parts alone (read by the products below), when they fit in half of L2
-    const bool b_parts = !whole_blocks && next_members * n * r * 4 <= 2 * kBlockFetchBytes;
+    const bool b_parts = !whole_blocks && next_members * n * f.rank * 4 <= 2 * kBlockFetchBytes;
     // Not where the factors are made on demand (f.fill): the next block's are written by its own
     // prepare, and fetching their lines before that only held the core on memory
     // (docs/results/cpu_speed/history.md, nineteenth pass).
@@ -135,7 +159,7 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       const std::int64_t j = i / rows_per_member;
       const float* block = f.coef[j] != 0.0f ? f.blocks[j] : nullptr;
       if (block == nullptr || block == queued) continue;
-      next->add(block, (whole_blocks ? block_floats : n * r) * 4);
+      next->add(block, (whole_blocks ? block_floats : n * f.rank) * 4);
       queued = block;
     }
     // With several rows per member and rank > 1, the next block's rows of x as well, at levels that
@@ -155,10 +179,17 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
       at_next = &at_scratch;
       at_next->resize(static_cast<std::size_t>(((last - first + rows_per_member - 1) / rows_per_member + 1) * r * m));
     }
+    // padded: the copies of the blocks met in [first, last) (this thread's own, as at_scratch)
+    float* pad_at = nullptr;
+    if (padded) {
+      static thread_local UnsetVector<float> pad_scratch;
+      pad_scratch.resize(static_cast<std::size_t>((last - first) * r * (n + m)));
+      pad_at = pad_scratch.data();
+    }
     const float* block_of = nullptr;  // the factor block bt and at hold
     // the B part of the factor block the next products read, into L1 while this one's are formed
     const auto fetch_b = [&](const float* block) {
-      for (std::int64_t e = 0; e < n * r; e += 16) __builtin_prefetch(block + e, 0, 3);
+      for (std::int64_t e = 0; e < n * f.rank; e += 16) __builtin_prefetch(block + e, 0, 3);
     };
     // rows [i, i + count) of x, into L1 likewise: a layer's input written for all of the call's rows
     // (its rows of n floats are past L1 by then, often past L2), which the products would wait on
@@ -201,10 +232,17 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
           fetch_b(f.blocks[next]);
           fetch_x(next, std::min<std::int64_t>(2, last - next));  // the next pair's rows
         }
+        const float* b = f.blocks[j];
+        if (padded) {  // the pair's block with zero columns, and its rows' A there
+          L::pad_columns(b, n + m, f.rank, r, pad_at);
+          for (std::int64_t t = i; t < next; ++t) row_a[t] = pad_at + n * r;
+          b = pad_at;
+          pad_at += r * (n + m);
+        }
         if (pair)
-          L::template xb_rows_shared<2>(x + i * n, n, f.blocks[j], n, r, s);
+          L::template xb_rows_shared<2>(x + i * n, n, b, n, r, s);
         else
-          L::xb_row(x + i * n, f.blocks[j], n, r, s);
+          L::xb_row(x + i * n, b, n, r, s);
         for (std::int64_t t = 0; t < next - i; ++t)
           for (std::int64_t c = 0; c < r; ++c) s[t * r + c] *= f.coef[j + t];
         i = next;
