@@ -135,7 +135,8 @@ struct Avx2 {
                              float* out) {
     cpu_float_avx2::xb_rows_shared<T>(x, ldx, b, n, r, out);
   }
-  // out (r, rows) = in (rows, r)^T: 8 rows at a time by shuffles for ranks 2, 4, 8.
+  // out (r, rows) = in (rows, r)^T: 8 rows at a time by shuffles for ranks 2, 4, 8; otherwise in
+  // blocks of 8 rows x 8 columns (masked past rows and r) transposed in registers. Copies.
   static void transpose_factor(const float* in, std::int64_t rows, std::int64_t r, float* out) {
     const bool done = avx2::with_power_of_two_rank(r, [&](auto rank) {
       constexpr int R = decltype(rank)::value;
@@ -147,8 +148,17 @@ struct Avx2 {
       }
     });
     if (done) return;
-    for (std::int64_t e = 0; e < rows; ++e)
-      for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
+    for (std::int64_t e = 0; e < rows; e += 8) {
+      const std::int64_t count = std::min<std::int64_t>(8, rows - e);
+      for (std::int64_t c0 = 0; c0 < r; c0 += 8) {
+        const std::int64_t width = std::min<std::int64_t>(8, r - c0);
+        __m256 block[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) block[i] = i < count ? load_first(in + (e + i) * r + c0, width) : _mm256_setzero_ps();
+        avx2::transpose8(block);
+        for (std::int64_t c = 0; c < width; ++c) avx2::store_first(out + (c0 + c) * rows + e, block[c], count);
+      }
+    }
   }
   // dots_rows 8 / r rows at a time for ranks 1, 2, 4, 8; any other rank a row and a column at a
   // time (the same steps for every row too).

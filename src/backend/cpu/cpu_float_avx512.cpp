@@ -168,7 +168,9 @@ inline void xb_row(const float* x, const float* b, std::int64_t n, std::int64_t 
 }
 
 // out (r, rows) = in (rows, r)^T: the columns of a rank-r factor as contiguous rows, 16 at a time
-// by shuffles for the power-of-two ranks, value by value otherwise.
+// by shuffles for the power-of-two ranks; otherwise in blocks of 16 rows x 16 columns, each loaded
+// as rows (masked past rows and r), transposed in registers and stored as columns (masked past
+// rows). Copies either way, so the same values whichever way.
 inline void transpose_factor(const float* in, std::int64_t rows, std::int64_t r, float* out) {
   const bool done = avx512::with_power_of_two_rank(r, [&](auto rank) {
     constexpr int R = decltype(rank)::value;
@@ -180,8 +182,18 @@ inline void transpose_factor(const float* in, std::int64_t rows, std::int64_t r,
     }
   });
   if (done) return;
-  for (std::int64_t e = 0; e < rows; ++e)
-    for (std::int64_t c = 0; c < r; ++c) out[c * rows + e] = in[e * r + c];
+  for (std::int64_t e = 0; e < rows; e += 16) {
+    const std::int64_t count = std::min<std::int64_t>(16, rows - e);
+    for (std::int64_t c0 = 0; c0 < r; c0 += 16) {
+      const std::int64_t width = std::min<std::int64_t>(16, r - c0);
+      __m512 block[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        block[i] = i < count ? _mm512_maskz_loadu_ps(lanes(width), in + (e + i) * r + c0) : _mm512_setzero_ps();
+      avx512::transpose16(block);
+      for (std::int64_t c = 0; c < width; ++c) _mm512_mask_storeu_ps(out + (c0 + c) * rows + e, lanes(count), block[c]);
+    }
+  }
 }
 
 // out[t r + c] = x_t . B[:, c] for `rows` rows x_t = x + t n and c < r, bt = B^T (r, n): the
