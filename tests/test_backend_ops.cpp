@@ -125,7 +125,8 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
   for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{4, 3, 7, 13, 2, 1, true}, S{9, 1, 33, 65, 8, 4, true},
               S{6, 3, 13, 7, 5, 0, false}, S{2, 1, 1, 1, 3, -1, false}, S{3, 3, 16, 24, 4, 2, true},
               S{5, 1, 8, 8, 7, -1, false}, S{3, 2, 70, 300, 1, 1, false}, S{4, 1, 129, 200, 3, -1, false},
-              S{2, 16, 20, 700, 2, -1, false}, S{8, 1, 50, 40, 6, 2, true}, S{4, 3, 37, 21, 20, 1, false}}) {
+              S{2, 16, 20, 700, 2, -1, false}, S{8, 1, 50, 40, 6, 2, true}, S{4, 3, 37, 21, 20, 1, false},
+              S{6, 1, 30, 45, 20, -1, false}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 7919 + s.m * 31 + s.n * 3 + s.r);
     const std::int64_t rows = s.members * s.rpm;
     auto x = values(rows * s.n, seed), y0 = values(rows * s.m, seed + 1);
@@ -158,15 +159,15 @@ void add_lowrank_correction_cases(std::vector<OpCase>& cases) {
 // (16 rows per member, n 1100) the transposed x . B over several groups of long rows, and (one row
 // per member, W 156 KB) a W past a quarter of a 512 KiB L2, which the AVX2 level queues no factors
 // beside; ranks 6 and 12 with one row per member (their blocks padded to 8 and 16 columns at the
-// vector levels); ranks 20 and 33 with several rows per member (the factors transposed in blocks
-// of 16 or 8 columns, with tails of rows and columns).
+// vector levels); ranks 20 and 33 with several rows per member and rank 20 with one (the factors
+// transposed in blocks of 16 or 8 columns, with tails of rows and columns).
 void add_perturbed_matmul_cases(std::vector<OpCase>& cases) {
   struct S { std::int64_t members, rpm, m, n, r, zero_member; bool null_block; };
   for (S s : {S{1, 1, 7, 13, 1, -1, false}, S{13, 1, 33, 65, 1, 4, true}, S{5, 3, 40, 300, 2, 1, false},
               S{25, 1, 2, 48, 1, 3, true}, S{7, 2, 3, 17, 4, -1, false}, S{6, 4, 64, 600, 4, 5, true},
               S{26, 1, 70, 20, 3, -1, false}, S{4, 1, 129, 31, 8, 0, false}, S{3, 16, 24, 1100, 4, 1, false},
               S{9, 1, 300, 130, 4, 2, false}, S{20, 1, 100, 70, 6, 3, true}, S{7, 1, 40, 90, 12, -1, false},
-              S{5, 3, 37, 21, 20, 1, false}, S{3, 5, 19, 40, 33, -1, false}}) {
+              S{5, 3, 37, 21, 20, 1, false}, S{3, 5, 19, 40, 33, -1, false}, S{12, 1, 37, 50, 20, 4, true}}) {
     const std::uint64_t seed = static_cast<std::uint64_t>(s.members * 811 + s.m * 37 + s.n * 5 + s.r);
     const std::int64_t rows = s.members * s.rpm;
     auto x = values(rows * s.n, seed), w = values(s.m * s.n, seed + 2);

@@ -175,6 +175,7 @@ struct Avx2 {
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t c = 0; c < r; ++c) dots_rows<1, 1>(x + t * n, bt + c * n, n, out + t * r + c);
   }
+  static bool serves_rank(std::int64_t r) { return r == 2 || r == 4 || r == 8; }
   // 3 -> 4, 5 .. 7 -> 8 (avx2::columns serves 2, 4, 8); above 8 as is
   static std::int64_t padded_rank(std::int64_t r) { return r == 3 ? 4 : r > 4 && r < 8 ? 8 : r; }
   // out (rows, rp) = in (rows, r) with zero columns up to rp (4 or 8): a masked load a row.

@@ -254,6 +254,7 @@ struct Avx512 {
                             float* out) {
     cpu_float_avx512::xb_transposed(x, rows, bt, n, r, out);
   }
+  static bool serves_rank(std::int64_t r) { return avx512::columns_serve(r); }
   // 3 -> 4, 5 .. 7 -> 8, 9 .. 15 -> 16 (avx512::columns serves 2, 4, 8, 16)
   static std::int64_t padded_rank(std::int64_t r) {
     if (r <= 2 || r >= 16 || avx512::columns_serve(r)) return r;

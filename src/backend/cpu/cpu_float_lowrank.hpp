@@ -12,6 +12,7 @@
 //     from[a] (from may equal y), a < m;
 //   gemm_lowrank(rows, m, n, x, w, e, y, finish, packed): the level's GEMM with the fused
 //     correction e, the layer's epilogue finish and W's pack (both may be null) (cpu_sgemm.hpp);
+//   serves_rank(r): whether the level's shuffles take rank r's columns from a factor block;
 //   padded_rank(r): the rank whose shuffles serve rank r with one row per member: r itself, or the
 //     next power of two the level's shuffles serve (padded_factors);
 //   pad_columns(in, rows, r, rp, out): out (rows, rp) = in (rows, r) with zero columns r .. rp - 1.
@@ -31,21 +32,6 @@
 
 namespace eggroll::cpu_float_lowrank {
 
-// xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). One row: xb_row.
-// Several rows with rank > 1: B is transposed once into bt_scratch (r n floats) and the rows'
-// products are xb_transposed's, with no shuffles per row. The choice depends on the rows per
-// member of the forward (a property of the task), never on the batch or the threads.
-template <class L>
-void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n, std::int64_t r, float* bt_scratch,
-               float* xb) {
-  if (rows == 1 || r == 1) {
-    for (std::int64_t t = 0; t < rows; ++t) L::xb_row(x + t * n, b, n, r, xb + t * r);
-    return;
-  }
-  L::transpose_factor(b, n, r, bt_scratch);
-  L::xb_transposed(x, rows, bt_scratch, n, r, xb);
-}
-
 // The rank the factors are used at: with one row per member, a rank the level's shuffles do not
 // serve (3, 5, 6, 7, and 9 .. 15 where 16 is served) runs as the next power of two that they do,
 // each factor block copied with zero columns (L::pad_columns): x . B, the A columns and the tile's
@@ -57,6 +43,30 @@ void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n
 template <class L>
 std::int64_t padded_factors(std::int64_t r, std::int64_t rows_per_member) {
   return rows_per_member == 1 ? L::padded_rank(r) : r;
+}
+
+// Whether a member's factor blocks are used transposed, B^T (r, n) for x . B and A^T (r, m) for the
+// correction, made once per block: with several rows per member at every rank above 1; with one
+// row per member at the (padded) ranks the level's shuffles do not serve (above 16, above 8 at
+// AVX2), an antithetic pair's two rows sharing the transposes. The choice depends on the rank and
+// the rows per member (properties of the task), never on the batch or the threads.
+template <class L>
+bool uses_transposes(std::int64_t r, std::int64_t rows_per_member) {
+  return r > 1 && (rows_per_member > 1 || !L::serves_rank(r));
+}
+
+// xb[t][c] = x[t] . B[:, c] for a member's rows t < rows (x rows of n, B (n, r)). Without the
+// transposes (uses_transposes): xb_row a row. With them: B is transposed into bt_scratch (r n
+// floats) and the rows' products are xb_transposed's, with no shuffles per row.
+template <class L>
+void member_xb(const float* x, std::int64_t rows, const float* b, std::int64_t n, std::int64_t r, float* bt_scratch,
+               float* xb) {
+  if (!uses_transposes<L>(r, rows)) {
+    for (std::int64_t t = 0; t < rows; ++t) L::xb_row(x + t * n, b, n, r, xb + t * r);
+    return;
+  }
+  L::transpose_factor(b, n, r, bt_scratch);
+  L::xb_transposed(x, rows, bt_scratch, n, r, xb);
 }
 
 // cpu_float.hpp's lowrank_correction at level L.
@@ -106,12 +116,12 @@ void perturbed_matmul(const MemberRows& batch, const LowRankFactors& f, const fl
   const bool padded = r != f.rank;  // each block copied with zero columns by prepare
   // Per row: the member's A and s = coef_j x B_j (xb as the separate correction computes it, so
   // both give the same bits). The products x B_j need x, so the GEMM driver asks for them a block
-  // of rows at a time (prepare), while those rows are in cache. With rank > 1 and several rows
-  // per member, prepare also transposes each factor block met in its rows, once: B_j^T (r, n)
-  // for the products and A_j^T (r, m), read contiguously by the store, into the calling
-  // thread's scratch, where they stay in cache while the block's rows are computed. With one row
-  // per member the store takes A_j's columns from the factor block itself.
-  const bool transposed = r > 1 && rows_per_member > 1;
+  // of rows at a time (prepare), while those rows are in cache. Where the blocks are used
+  // transposed (uses_transposes), prepare also transposes each factor block met in its rows, once:
+  // B_j^T (r, n) for the products and A_j^T (r, m), read contiguously by the store, into the
+  // calling thread's scratch, where they stay in cache while the block's rows are computed.
+  // Otherwise (one row per member) the store takes A_j's columns from the factor block itself.
+  const bool transposed = uses_transposes<L>(r, rows_per_member);
   // Scratch every value of which is written before it is read (no clearing).
   const auto row_scale = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(batch.rows() * r));
   const auto row_a = std::make_unique_for_overwrite<const float*[]>(static_cast<std::size_t>(batch.rows()));
