@@ -1,7 +1,7 @@
 // AVX-512 helpers shared by the files compiled for AVX-512F (cpu_sgemm_avx512.cpp,
 // cpu_float_avx512.cpp, cpu_int8_avx512.cpp, cpu_int8_update_avx512.cpp, cpu_int8_update_amx.cpp):
-// byte masks, 16 x 16 transposes, the columns of a small row-major block (the rank-r factors) and
-// int32 sums added into int64.
+// byte masks, 16 x 16 transposes (of floats and of bytes), the columns of a small row-major block
+// (the rank-r factors) and int32 sums added into int64.
 #pragma once
 #include <immintrin.h>
 
@@ -103,6 +103,35 @@ inline void transpose16(__m512 r[16]) {
     r[12 + q] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
   }
 }
+
+// out[c ld + e] = in[e r + c] for e < rows, c < r: a (rows, r) block of bytes transposed, in blocks of
+// 16 x 16 (loaded as rows and widened to int32, masked past rows and r; transposed in registers;
+// narrowed and stored as columns, masked past rows). A copy: the same bytes as value by value.
+// (GCC 12 reports the undefined register its intrinsic headers start from in these conversions and
+// shuffles as maybe uninitialized once they are inlined here: a false positive.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose_bytes(const std::int8_t* in, std::int64_t rows, std::int64_t r, std::int8_t* out,
+                            std::int64_t ld) {
+  for (std::int64_t e = 0; e < rows; e += 16) {
+    const std::int64_t count = rows - e < 16 ? rows - e : 16;
+    for (std::int64_t c0 = 0; c0 < r; c0 += 16) {
+      const std::int64_t width = r - c0 < 16 ? r - c0 : 16;
+      __m512 block[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        block[i] = i < count ? _mm512_castsi512_ps(_mm512_cvtepi8_epi32(
+                                   _mm_maskz_loadu_epi8(first_lanes(width), in + (e + i) * r + c0)))
+                             : _mm512_setzero_ps();
+      transpose16(block);
+      for (std::int64_t c = 0; c < width; ++c)
+        _mm_mask_storeu_epi8(out + (c0 + c) * ld + e, first_lanes(count),
+                             _mm512_cvtepi32_epi8(_mm512_castps_si512(block[c])));
+    }
+  }
+}
+#pragma GCC diagnostic pop
 
 // Calls fn(std::integral_constant<int, R>{}) for rank R in {2, 4, 8, 16}; false for other ranks.
 template <class Fn>

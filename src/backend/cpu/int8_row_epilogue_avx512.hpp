@@ -372,8 +372,7 @@ class RowEpilogue {
       std::fill(bt + n, bt + x_stride, std::int8_t{0});
     } else {
       std::fill(bt, bt + rows4 * x_stride, std::int8_t{0});  // and the rows up to a multiple of 4
-      for (std::int64_t c = 0; c < r; ++c)
-        for (std::int64_t k = 0; k < n; ++k) bt[c * x_stride + k] = b[k * r + c];
+      avx512::transpose_bytes(b, n, r, bt, x_stride);
     }
     for (std::int64_t c = 0; c < r; ++c) {
       __m512i sum = _mm512_setzero_si512();
@@ -515,8 +514,7 @@ class RowEpilogue {
     }
     if (mf.a != at_of_) {
       ensure_size(at_, r * m);
-      for (std::int64_t a = 0; a < m; ++a)
-        for (std::int64_t c = 0; c < r; ++c) at_[static_cast<std::size_t>(c * m + a)] = mf.a[a * r + c];
+      avx512::transpose_bytes(mf.a, m, r, at_.data(), m);
       at_of_ = mf.a;
     }
     std::int64_t total = 0;  // sum_c |xb[c]|: |p| < 128 total
