@@ -81,7 +81,10 @@ TEST(Int8Random, UpdateAccumulate) {
               S{3, 5, 1, 140000, 1, 0, false, 5}, S{3, 5, 2, 125000, 1, 0, false, 5}, S{3, 5, 4, 70000, 1, 0, false, 5},
               // The AVX2 level's signs in one tile: B 63 for d = +1 and -63 for d = -1 against A
               // -63 (126 * -63 a term either way), two chunks of each sign at rank 4.
-              S{5, 3, 4, 70000, 1, 0, false, 6}, S{5, 3, 1, 140000, 1, 0, false, 6}}) {
+              S{5, 3, 4, 70000, 1, 0, false, 6}, S{5, 3, 1, 140000, 1, 0, false, 6},
+              // Ranks 8 and 16 with more rows of z than a pass's A lines leave in an L2 of up to
+              // 2 MiB: the packed quads at the AVX-512 level.
+              S{1100, 9, 16, 40, 1}, S{1100, 9, 8, 60, 1, 1}}) {
     RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
     std::vector<I8>& storage = f.storage;
     const std::vector<const std::int8_t*>& blocks = f.blocks;
@@ -139,11 +142,12 @@ TEST(Int8Random, UpdateApply) {
   // qupdate_apply (the sums and the step in one) against the reference's two ops, at every level:
   // one pass of quads and several (3100 and 700 pairs at ranks 4 and 8, where the AVX-512 level
   // stores, adds, then applies), ranks 16, 1 and 12 (the last two through a z of their own), |d|
-  // up to 127, thresholds that move most values, some and none, w at the clip's ends.
+  // up to 127, thresholds that move most values, some and none, w at the clip's ends; rank 16 with
+  // 1100 rows (the AVX-512 level's packed quads into a z of its own, then the step).
   Rng rng{13};
   struct S { std::int64_t m, n, r, pairs; int max_d; };
   for (S s : {S{70, 37, 4, 200, 1}, S{20, 130, 4, 3100, 1}, S{19, 130, 16, 45, 1}, S{70, 37, 8, 700, 1},
-              S{40, 20, 1, 47, 1}, S{21, 50, 12, 30, 1}, S{13, 40, 4, 50, 127}}) {
+              S{40, 20, 1, 47, 1}, S{21, 50, 12, 30, 1}, S{13, 40, 4, 50, 127}, S{1100, 7, 16, 30, 1}}) {
     const RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
     const std::vector<const std::int8_t*>& blocks = f.blocks;
     I8 d;

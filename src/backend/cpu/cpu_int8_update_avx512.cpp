@@ -14,6 +14,7 @@
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
 // level's bit for bit whatever the threads.
 #include "backend/cpu/avx512_columns.hpp"
+#include "backend/cpu/cpu_sgemm.hpp"
 #include "backend/int8_ops.hpp"
 
 #if defined(__x86_64__)
@@ -64,6 +65,19 @@ void update_tile(const UpdateArgs& g, std::int64_t a0, std::int64_t b0, std::int
       add16_to_z(g.z + (a0 + i) * g.n + b0 + col, cols - col, _mm512_load_si512(part[i] + col), 1);
 }
 
+// Whether the in-place tiles serve rank r for m rows of z: rank 4 always; ranks 8 and 16 while a
+// pass's A lines (512 quads, a dword of each of the m rows: 2 KiB a row) fit in the core's L2.
+// Beyond, each of the pass's column blocks read them again from the L3: the packed quads were
+// 1.2-2.0 times as fast at rank 16 for 1024 rows and more on a Zen 5 (1 MiB L2), and up to 1.35
+// at rank 8 (within 5% the other way at 1024 x 1024 and 2048 x 512; docs/results.md, fifty-fourth
+// pass).
+bool in_place_serves(std::int64_t m, std::int64_t r) {
+  if (r == 4) return true;
+  if (r != 8 && r != 16) return false;
+  const std::int64_t l2 = cpu_sgemm::detail::l2_bytes();
+  return m * 2048 <= (l2 > 0 ? l2 : std::int64_t{1} << 20);
+}
+
 // Whether every d is -1, 0 or 1 (what the quads need).
 bool signs_only(const std::int8_t* d, std::int64_t n_pairs) {
   for (std::int64_t k = 0; k < n_pairs; ++k)
@@ -77,7 +91,7 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
                               const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t* z) {
   if (!signs_only(d, n_pairs)) return false;
   if (m <= 0 || n <= 0) return true;
-  if (r == 4 || r == 8 || r == 16)
+  if (in_place_serves(m, r))
     update_signs::add_in_place(m, n, r, n_pairs, blocks, d, z);
   else
     update_signs::add_packed(m, n, r, n_pairs, blocks, d, z);
@@ -87,7 +101,7 @@ bool update_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, st
 bool apply_signs_avx512_vnni(std::int64_t m, std::int64_t n, std::int64_t r, std::int64_t n_pairs,
                              const std::int8_t* const* blocks, const std::int8_t* d, std::int64_t threshold,
                              std::int8_t* w, std::int64_t* moved) {
-  if ((r != 4 && r != 8 && r != 16) || !signs_only(d, n_pairs)) return false;
+  if (!in_place_serves(m, r) || !signs_only(d, n_pairs)) return false;
   *moved = m <= 0 || n <= 0 ? 0 : update_signs::apply_in_place(m, n, r, n_pairs, blocks, d, threshold, w);
   return true;
 }
