@@ -84,7 +84,12 @@ TEST(Int8Random, UpdateAccumulate) {
               S{5, 3, 4, 70000, 1, 0, false, 6}, S{5, 3, 1, 140000, 1, 0, false, 6},
               // Ranks 8 and 16 with more rows of z than a pass's A lines leave in an L2 of up to
               // 2 MiB: the packed quads at the AVX-512 level.
-              S{1100, 9, 16, 40, 1}, S{1100, 9, 8, 60, 1, 1}}) {
+              S{1100, 9, 16, 40, 1}, S{1100, 9, 8, 60, 1, 1},
+              // Ranks 5, 6, 7, 13 and 14, which the AVX-512 level sums at 8 and 16 on copies with
+              // zero columns (in place, and packed at 1100 rows; 70000 pairs of rank 6 at their
+              // largest terms: two chunks of copies).
+              S{30, 45, 6, 50, 1}, S{19, 70, 5, 40, 1, 1}, S{21, 33, 7, 30, 1, 2}, S{13, 40, 14, 25, 1},
+              S{17, 20, 13, 33, 1}, S{1100, 9, 6, 40, 1}, S{3, 5, 6, 70000, 1}}) {
     RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
     std::vector<I8>& storage = f.storage;
     const std::vector<const std::int8_t*>& blocks = f.blocks;
@@ -108,7 +113,8 @@ TEST(Int8Random, UpdateAccumulate) {
     if (s.all_min)
       for (auto& b : storage) std::fill(b.begin(), b.end(), std::int8_t{-128});
     else if (s.pairs >= 70000 && s.noise_a == 0) {  // the u8 operand at 255 against -128: B = 127, A = -128 (summed in place: the reverse)
-      const bool in_place = s.r == 4 || s.r == 8 || s.r == 16;
+      // (ranks 3, 5 .. 7 and 13 .. 15 as the power of two above them at the AVX-512 level)
+      const bool in_place = s.r == 4 || s.r == 8 || s.r == 16 || s.r == 3 || (s.r >= 5 && s.r <= 7) || s.r >= 13;
       for (auto& b : storage) {
         const std::int8_t big = 127, small = -128;
         std::fill(b.begin(), b.begin() + s.r * s.n, in_place ? small : big);
@@ -143,11 +149,13 @@ TEST(Int8Random, UpdateApply) {
   // one pass of quads and several (3100 and 700 pairs at ranks 4 and 8, where the AVX-512 level
   // stores, adds, then applies), ranks 16, 1 and 12 (the last two through a z of their own), |d|
   // up to 127, thresholds that move most values, some and none, w at the clip's ends; rank 16 with
-  // 1100 rows (the AVX-512 level's packed quads into a z of its own, then the step).
+  // 1100 rows (the AVX-512 level's packed quads into a z of its own, then the step), rank 6 (its
+  // copies padded to 8 into a z of its own).
   Rng rng{13};
   struct S { std::int64_t m, n, r, pairs; int max_d; };
   for (S s : {S{70, 37, 4, 200, 1}, S{20, 130, 4, 3100, 1}, S{19, 130, 16, 45, 1}, S{70, 37, 8, 700, 1},
-              S{40, 20, 1, 47, 1}, S{21, 50, 12, 30, 1}, S{13, 40, 4, 50, 127}, S{1100, 7, 16, 30, 1}}) {
+              S{40, 20, 1, 47, 1}, S{21, 50, 12, 30, 1}, S{13, 40, 4, 50, 127}, S{1100, 7, 16, 30, 1},
+              S{30, 45, 6, 50, 1}}) {
     const RandomBlocks f = random_blocks(rng, s.pairs, s.r * (s.n + s.m));
     const std::vector<const std::int8_t*>& blocks = f.blocks;
     I8 d;

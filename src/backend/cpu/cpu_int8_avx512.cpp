@@ -5,6 +5,7 @@
 #include "backend/cpu/avx512_columns.hpp"
 #include "backend/cpu/cpu_int8_amx.hpp"
 #include "backend/cpu/int8_correction_avx512.hpp"
+#include "backend/cpu/int8_padded_rows_avx512.hpp"
 #include "backend/cpu/int8_row_epilogue_avx512.hpp"
 #include "backend/cpu/line_queue.hpp"
 
@@ -256,10 +257,7 @@ constexpr std::int64_t kPaddedBytes = std::int64_t{4} << 20;
 // The power of two that ranks 3, 5, 6, 7 and 9 .. 15 run as with several rows per member (below);
 // the rank itself otherwise.
 std::int64_t padded_rank(std::int64_t r, std::int64_t rows_per_member) {
-  if (rows_per_member == 1 || r <= 2 || r >= 16 || (r & (r - 1)) == 0) return r;
-  std::int64_t p = 4;
-  while (p < r) p *= 2;
-  return p;
+  return rows_per_member == 1 ? r : next_power_of_two_rank(r);
 }
 
 // f's factor blocks with p - f.rank zero columns after each row of B and of A, into this thread's
@@ -272,32 +270,17 @@ QFactors padded_factors(const QFactors& f, std::int64_t members, std::int64_t p,
   std::int64_t distinct = 0;
   for (std::int64_t j = 0; j < members; ++j)
     if (f.blocks[j] != nullptr && (j == 0 || f.blocks[j] != f.blocks[j - 1])) ++distinct;
-  // output byte e = row e / p's byte e % p: input byte (e / p) r + e % p, kept where e % p < r
-  alignas(64) std::uint8_t spread_bytes[64];
-  __mmask64 keep = 0;
-  for (std::int64_t e = 0; e < 64; ++e) {
-    spread_bytes[e] = static_cast<std::uint8_t>(e % p < r ? (e / p) * r + e % p : 0);
-    if (e % p < r) keep |= __mmask64{1} << e;
-  }
-  const __m512i spread = _mm512_load_si512(spread_bytes);
   UnsetVector<std::int8_t>& store = kept_buffer<std::int8_t, 4>();
   ensure_size(store, distinct * rows * p);
   std::int8_t* next = store.data();
+  const BytePad pad(r, p);
   for (std::int64_t j = 0; j < members; ++j) {
     if (f.blocks[j] == nullptr) continue;
     if (j > 0 && f.blocks[j] == f.blocks[j - 1]) {
       blocks[static_cast<std::size_t>(j)] = blocks[static_cast<std::size_t>(j - 1)];
       continue;
     }
-    // 64 / p rows a step: their r-byte rows loaded at once and spread to p bytes each by one
-    // byte permute, the pad bytes zeroed by its mask
-    const std::int8_t* from = f.blocks[j];
-    const std::int64_t per_step = 64 / p;
-    for (std::int64_t k = 0; k < rows; k += per_step) {
-      const std::int64_t count = std::min(per_step, rows - k);
-      const __m512i in = _mm512_maskz_loadu_epi8(byte_mask(count * r), from + k * r);
-      _mm512_mask_storeu_epi8(next + k * p, byte_mask(count * p), _mm512_maskz_permutexvar_epi8(keep, spread, in));
-    }
+    pad(f.blocks[j], rows, next);
     blocks[static_cast<std::size_t>(j)] = next;
     next += rows * p;
   }
