@@ -52,7 +52,7 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
   // 12 with one row per member: the blocks copied with zero columns to the next power of two
   // (pairs in one copy), over several blocks of rows, with tails of m and n past a vector (at
   // AVX2, rank 12 transposed per pair). Ranks 20 and 33 with one row per member: the blocks
-  // transposed once per pair.
+  // transposed once per pair. Rank 16 with 16 rows per member: A^T rows, the rank a loop bound.
   for (S s : {S{37, 1, 512, 64, 1}, S{9, 16, 64, 512, 4}, S{30, 1, 2, 300, 2}, S{5, 3, 33, 65, 3},
               S{26, 1, 96, 40, 4}, S{4, 12, 512, 64, 4}, S{3, 4, 512, 64, 8}, S{7, 24, 40, 24, 2},
               S{8, 20, 64, 80, 4}, S{21, 5, 64, 80, 4}, S{11, 10, 48, 40, 2}, S{21, 5, 40, 72, 8},
@@ -61,7 +61,7 @@ TEST(BackendOps, PerturbedMatmulEqualsGemmThenCorrection) {
               S{7, 5, 64, 1278, 1}, S{3, 4, 100, 1024, 1}, S{30, 4, 100, 70, 4}, S{9, 16, 64, 512, 3},
               S{6, 8, 128, 100, 6}, S{4, 12, 70, 40, 12}, S{37, 1, 512, 64, 3}, S{30, 1, 70, 300, 6},
               S{100, 1, 600, 300, 5}, S{26, 1, 96, 40, 7}, S{21, 1, 64, 70, 12}, S{9, 1, 2048, 256, 6},
-              S{30, 1, 70, 40, 20}, S{13, 1, 100, 130, 33}})
+              S{30, 1, 70, 40, 20}, S{13, 1, 100, 130, 33}, S{5, 16, 64, 100, 16}})
   for (int threads : {1, 3}) {
     auto be = make_backend(kind);
     be->set_simd(level);

@@ -365,8 +365,11 @@ struct Blocked {
       case 1: return &tile<kMr, kNv, 1, false, FETCH>;
       case 2: return &tile<kMr, kNv, 2, false, FETCH>;
       case 4: return &tile<kMr, kNv, 4, false, FETCH>;
-      case 8: return &tile<kMr, kNv, 8, false, FETCH>;
-      case 16: return &tile<kMr, kNv, 16, false, FETCH>;
+      // 8 and 16 with A^T rows: the rank a loop bound as for the other ranks, the same operations
+      // (fully unrolled, rank 16's forward at 16 rows per member ran 4-15% slower on a Zen 5,
+      // rank 8's level to 7%: docs/results.md, fifty-fourth pass)
+      case 8: return ep->a_by_rank ? &tile<kMr, kNv, kAnyRank, false, FETCH> : &tile<kMr, kNv, 8, false, FETCH>;
+      case 16: return ep->a_by_rank ? &tile<kMr, kNv, kAnyRank, false, FETCH> : &tile<kMr, kNv, 16, false, FETCH>;
       // other ranks with A^T rows (several rows per member): the rank a loop bound
       default: return ep->a_by_rank ? &tile<kMr, kNv, kAnyRank, false, FETCH> : &tile<kMr, kNv, 0, false, FETCH>;
     }
