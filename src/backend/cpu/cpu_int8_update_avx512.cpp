@@ -5,10 +5,12 @@
 //   the s8 one, neither operand negated (-A does not fit int8 when A = -128): both signs in the
 //   same tiles, a d = -1 quad's u8 operand being 127 - its factor (the +128 operand xor 0xFF).
 //   The share comes back out as 128 (d = +1) or 127 (d = -1) times the other factor's sum over
-//   the terms. Ranks 4, 8, 16 (cpu_int8_update_in_place_avx512.cpp): A + 128 broadcast from the
-//   blocks, B copied per column block (its share summed as it is copied), and qapply_moves's step
-//   applied in the last pass where asked. Other ranks (cpu_int8_update_quads_avx512.cpp): B + 128
-//   packed, A packed (its share per row).
+//   the terms. Rank 4, and 8 and 16 while a pass's A lines fit the L2 (in_place_serves;
+//   cpu_int8_update_in_place_avx512.cpp): A + 128 broadcast from the blocks, B copied per column
+//   block (its share summed as it is copied), and qapply_moves's step applied in the last pass
+//   where asked. Other ranks (cpu_int8_update_quads_avx512.cpp): B + 128 packed, A packed (its
+//   share per row); ranks 3, 5-7 and 13-15 first copied with zero columns to 4, 8 or 16
+//   (add_padded).
 // - Otherwise (this file): term pairs of int16 (d_k A_k against B_k, packed by
 //   cpu_int8_update.cpp), one vpdpwssd per pair (32 multiply-adds).
 // Exact either way: int32 within a chunk of terms, int64 in z, so the result equals the scalar
