@@ -108,6 +108,18 @@ TEST(Cli, CpuinfoGivesTheFirstProcessorsFamilyAndModel) {
   EXPECT_EQ(eggroll::cpu_description(s), "unknown");
 }
 
+// The work bound of a forward or epoch record (cmd_bench.cpp, work_bound), recomputed from the
+// record's own fields for the small model (4-256-2: sum of m + n 518, of m n 1536).
+double small_model_work_bound(const nlohmann::json& rec) {
+  const double rows = rec["population"].get<double>() * rec["rows_per_member"].get<double>();
+  const double inference_s = rows / rec["inference_rows_per_s"].get<double>();
+  double macs = rows * rec["rank"].get<double>() * 518.0;
+  if (rec["suite"] == "epoch") macs += rec["population"].get<double>() / 2 * rec["rank"].get<double>() * 1536.0;
+  const double rate = std::max({rec["peak_gmacs"].get<double>(), rec["peak_alongside_gmacs"].get<double>(),
+                                rec["gmacs"].get<double>()}) * 1e9;
+  return inference_s / (inference_s + rec["factor_s"].get<double>() + macs / rate);
+}
+
 // The forward suite's records, and for table noise the bound of reading the factors at the
 // machine's read bandwidth (small sizes: seconds; the figures themselves are benchmarks).
 TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
@@ -134,10 +146,22 @@ TEST(Cli, BenchForwardWritesRecordsWithTheTableReadBound) {
       EXPECT_GT(rec["table_read_gbytes_per_s"].get<double>(), 0.0);
       EXPECT_GT(rec["read_bound"].get<double>(), 0.0);
       EXPECT_LE(rec["read_bound"].get<double>(), 1.0);
+      // the factors' share of the work bound is their reads at the table's rate
+      const double rows = rec["population"].get<double>() * rec["rows_per_member"].get<double>();
+      EXPECT_NEAR(rec["factor_s"].get<double>(),
+                  rec["factor_bytes_per_row"].get<double>() * rows / (rec["table_read_gbytes_per_s"].get<double>() * 1e9),
+                  1e-12 * rec["factor_s"].get<double>());
+      EXPECT_LT(rec["bound"].get<double>(), rec["read_bound"].get<double>());  // the correction's arithmetic too
     } else {
       EXPECT_FALSE(rec.contains("read_bound"));
     }
+    // every case: the factors' time (generated: measured) and the bound of its EGGROLL work
+    EXPECT_GT(rec["factor_s"].get<double>(), 0.0);
+    EXPECT_GT(rec["bound"].get<double>(), 0.0);
+    EXPECT_LT(rec["bound"].get<double>(), 1.0);
+    EXPECT_NEAR(rec["bound"].get<double>(), small_model_work_bound(rec), 1e-9);
   }
+  EXPECT_NE(r.output.find("bound"), std::string::npos) << r.output;
 }
 
 // The update and epoch suites' records, each with the peak timed alongside its case (small sizes:
@@ -160,6 +184,13 @@ TEST(Cli, BenchUpdateAndEpochWriteRecordsWithThePeakAlongside) {
                               "peak_alongside_gmacs", "peak_alongside_fraction"})
         EXPECT_GT(rec[key].get<double>(), 0.0) << key;
       EXPECT_GT(rec[suite == "update" ? "update_s" : "epoch_s"].get<double>(), 0.0);
+      if (suite == "epoch") {  // the bound of the epoch's work: factors, correction and update
+        EXPECT_GT(rec["factor_s"].get<double>(), 0.0);
+        EXPECT_NEAR(rec["bound"].get<double>(), small_model_work_bound(rec), 1e-9);
+        EXPECT_LT(rec["bound"].get<double>(), 1.0);
+      } else {
+        EXPECT_FALSE(rec.contains("bound"));
+      }
     }
   }
 }

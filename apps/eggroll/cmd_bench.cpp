@@ -3,7 +3,9 @@
 // median of the repetitions, and states its multiply-add rate as a fraction of this machine's
 // peak (--suite peak): the peak measured once per process (peak_fraction) and, in the forward,
 // update and epoch suites, the peak loop timed in turn with the case's own timings
-// (peak_alongside_fraction, the table's "peak~").
+// (peak_alongside_fraction, the table's "peak~"). Forward and epoch records also carry `bound`:
+// the best ratio the case's own EGGROLL work allows here (work_bound), to tell a target that the
+// code misses from one that this machine and design cannot reach.
 //
 //   peak     register-only fp32 FMA and int8 dot-product loops per SIMD level
 //   forward  plain inference vs the EGGROLL perturbed forward (and open_es) per (model, dtype,
@@ -204,6 +206,73 @@ double alongside_percent(const nlohmann::json& rec) {
   return 100.0 * rec.value("peak_alongside_fraction", 0.0);
 }
 
+// Every pair's factors of a case generated once, as the generator makes them (r (m + n) values a
+// pair and matrix, fill_normal or fill_int8), on all threads, into a pair's buffer that each
+// thread reuses: the noise cost that no forward of the case can go under.
+void generate_factors(const Case& c, std::int64_t epoch) {
+  const MlpShape& s = *c.model;
+  const std::int64_t lens[2] = {c.rank * (s.hidden + s.in), c.rank * (s.out + s.hidden)};
+  over_member_chunks(c.population / 2, 64, [&](std::int64_t first, std::int64_t count, int) {
+    thread_local std::vector<float> normals;
+    thread_local std::vector<std::int8_t> int8s;
+    for (int l = 0; l < 2; ++l) {
+      const auto len = static_cast<std::uint64_t>(lens[l]);
+      normals.resize(len);
+      int8s.resize(len);
+      for (std::int64_t pair = first; pair < first + count; ++pair) {
+        const NoiseStream stream = noise_stream(3, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch),
+                                                static_cast<std::uint64_t>(pair), NoiseTag::factors);
+        if (c.dtype == "int8") {
+          fill_int8(stream, 0, len, int8s.data());
+        } else {
+          fill_normal(stream, 0, len, normals.data());
+        }
+      }
+    }
+  });
+}
+
+// The best ratio to plain inference (its time per call: inference_s) that the case's EGGROLL work
+// allows on this machine: the factors obtained once per pair (factor_s: generated at the measured
+// rate, or read at the table's rate) and the low-rank correction's R r (m + n) multiply-adds per
+// row and matrix, plus, for an epoch, the update's r m n / 2 per member and matrix
+// (update_macs), run at the fastest multiply-add rate the process saw (the peak measured at its
+// start, the one measured alongside, or plain inference's own rate: a slow minute of the peak loop
+// must not make the bound too low). Every other cost (the fused tiles' extra loads, x . B's reads,
+// shaping, the int8 rank product's 32-bit multiplies, which run below the int8 peak) is taken as
+// zero, so the ratio can only be lower. ALGORITHM.md 4.
+double work_bound(const Case& c, const nlohmann::json& rec, double inference_s, double factor_s, double update_macs) {
+  const double rows = static_cast<double>(c.population * c.rows_per_member);
+  const double correction_macs = rows * static_cast<double>(c.rank * c.model->sum_mn_plus());
+  const double rate = std::max({rec.value("peak_gmacs", 0.0), rec.value("peak_alongside_gmacs", 0.0),
+                                rec.value("gmacs", 0.0)}) * 1e9;
+  const double arithmetic_s = rate > 0 ? (correction_macs + update_macs) / rate : 0.0;
+  return inference_s / (inference_s + factor_s + arithmetic_s);
+}
+
+// The bound's parts in the record, and the text of the tables' bound column.
+std::string add_bound(nlohmann::json& rec, double factor_s, double bound) {
+  rec["factor_s"] = factor_s;
+  rec["bound"] = bound;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", bound);
+  return buf;
+}
+
+// Seconds all threads take to read a case's factors once from its noise table (a pair's r (m + n)
+// values per matrix are shared by its two members' R rows), at the rate they read a buffer of the
+// table's size (memory for the default table; a cache level for a table that fits one); the bytes
+// a row and the rate in the record.
+double table_read_seconds(nlohmann::json& rec, const Case& c) {
+  const double value_bytes = c.dtype == "int8" ? 1.0 : 4.0;
+  const double bytes_per_row = static_cast<double>(c.rank * c.model->sum_mn_plus()) * value_bytes /
+                               (2.0 * static_cast<double>(c.rows_per_member));
+  const double table_rate = read_bandwidth(static_cast<std::int64_t>(value_bytes) << c.table_log2);
+  rec["factor_bytes_per_row"] = bytes_per_row;
+  rec["table_read_gbytes_per_s"] = table_rate;
+  return bytes_per_row * static_cast<double>(c.population * c.rows_per_member) / (table_rate * 1e9);
+}
+
 nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
@@ -214,35 +283,27 @@ nlohmann::json forward_suite(const Sweep& sweep, int reps, bool open_es) {
     const std::string noiser_name = c.dtype == "int8" ? "q_eggroll" : "eggroll";
     auto noiser = make_noiser(es_config(c, noiser_name), 3);
     ForwardRunner run(*model, *backend, c);
-    std::int64_t epoch = 0;
+    std::int64_t epoch = 0, fill_epoch = 0;
     std::int64_t peak_macs = 0;
-    const std::vector<double> t = interleaved_medians({[&] { run.inference(c.population); },
-                                                       [&] { run.perturbed(*noiser, c.population, epoch++); },
-                                                       peak_sample(c, &peak_macs)},
-                                                      reps);
+    std::vector<std::function<void()>> timed = {[&] { run.inference(c.population); },
+                                                [&] { run.perturbed(*noiser, c.population, epoch++); },
+                                                peak_sample(c, &peak_macs)};
+    if (c.noise == "generator") timed.push_back([&] { generate_factors(c, fill_epoch++); });
+    const std::vector<double> t = interleaved_medians(timed, reps);
     const double rows = static_cast<double>(c.population * c.rows_per_member);
     nlohmann::json rec = base_record("forward", c);
     rec["inference_rows_per_s"] = rows / t[0];
     rec["eggroll_rows_per_s"] = rows / t[1];
     rec["ratio"] = t[0] / t[1];
     add_rate(rec, c, rows / t[0], static_cast<double>(peak_macs) / t[2] / 1e9);
-    // Table noise: the best ratio if the factors were only read, once, at the rate all threads
-    // read a buffer of the table's size (memory for the default table; a cache level for a table
-    // that fits one). A pair's r (m + n) values per matrix are shared by its two members' R rows.
-    std::string bound = "-";
+    double factor_s = 0;
     if (c.noise == "table") {
-      const double value_bytes = c.dtype == "int8" ? 1.0 : 4.0;
-      const double bytes_per_row = static_cast<double>(c.rank * c.model->sum_mn_plus()) * value_bytes /
-                                   (2.0 * static_cast<double>(c.rows_per_member));
-      const double table_rate = read_bandwidth(static_cast<std::int64_t>(value_bytes) << c.table_log2);
-      const double read_s = bytes_per_row * rows / (table_rate * 1e9);
-      rec["factor_bytes_per_row"] = bytes_per_row;
-      rec["table_read_gbytes_per_s"] = table_rate;
-      rec["read_bound"] = t[0] / (t[0] + read_s);
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.3f", t[0] / (t[0] + read_s));
-      bound = buf;
+      factor_s = table_read_seconds(rec, c);
+      rec["read_bound"] = t[0] / (t[0] + factor_s);  // the factors' reads alone
+    } else {
+      factor_s = t[3];
     }
+    const std::string bound = add_bound(rec, factor_s, work_bound(c, rec, t[0], factor_s, 0.0));
     std::string oes = "-";
     // open_es for contrast (one GEMM per member), on a slice of the population: a rate needs no more.
     if (open_es && c.noise == "generator" && c.rank == sweep.ranks.front()) {
@@ -358,9 +419,9 @@ std::vector<double> forward_scores(Model& model, Backend& backend, PopulationVie
 nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
   nlohmann::json records = nlohmann::json::array();
   auto backend = make_backend(BackendKind::cpu);
-  std::printf("%-40s %12s %12s %7s %9s %7s %7s %10s\n", "case", "infer rows/s",
+  std::printf("%-40s %12s %12s %7s %9s %7s %7s %10s %7s\n", "case", "infer rows/s",
               update_only ? "upd rows/s" : "epoch rows/s", "ratio", "G MAC/s", "peak", "peak~",
-              update_only ? "update s" : "epoch s");
+              update_only ? "update s" : "epoch s", "bound");
   for (const Case& c : cases_of(sweep)) {
     auto model = make_bench_model(c);
     auto strategy = bench_strategy(*model, c, *backend);
@@ -375,20 +436,21 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
     std::vector<double> scores(static_cast<std::size_t>(c.population));
     for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = std::sin(static_cast<double>(i) * 0.7);
     std::vector<double> update_s;  // the tell alone, timed inside (the ask before it is not part of it)
-    std::int64_t peak_macs = 0;
-    const std::vector<double> t = interleaved_medians(
-        {[&] { run.inference(c.population); },
-         [&] {
-           auto view = strategy->ask();
-           if (update_only) {
-             strategy->noiser().prefetch(*view, model->params());  // the noise a forward would have made
-             update_s.push_back(seconds_of([&] { strategy->tell(scores, view.get()); }));
-           } else {
-             strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
-           }
-         },
-         peak_sample(c, &peak_macs)},
-        reps);
+    std::int64_t peak_macs = 0, fill_epoch = 0;
+    std::vector<std::function<void()>> timed = {
+        [&] { run.inference(c.population); },
+        [&] {
+          auto view = strategy->ask();
+          if (update_only) {
+            strategy->noiser().prefetch(*view, model->params());  // the noise a forward would have made
+            update_s.push_back(seconds_of([&] { strategy->tell(scores, view.get()); }));
+          } else {
+            strategy->tell(forward_scores(*model, *backend, *view, c, inputs, chunk), view.get());
+          }
+        },
+        peak_sample(c, &peak_macs)};
+    if (!update_only && c.noise == "generator") timed.push_back([&] { generate_factors(c, fill_epoch++); });
+    const std::vector<double> t = interleaved_medians(timed, reps);
     double second = t[1];
     if (update_only) {
       // the first two (cold) calls dropped; the later warm-up calls run warm and count
@@ -401,15 +463,19 @@ nlohmann::json epoch_suite(const Sweep& sweep, int reps, bool update_only) {
     rec["eggroll_rows_per_s"] = update_only ? rows / (t[0] + second) : rows / second;
     rec["ratio"] = update_only ? t[0] / (t[0] + second) : t[0] / second;
     rec[update_only ? "update_s" : "epoch_s"] = second;
-    if (update_only) {
-      // The update's own multiply-adds: pairs x rank x sum of m n (one rank-r GEMM per matrix).
-      const double macs = static_cast<double>(c.population / 2 * c.rank) * static_cast<double>(c.model->macs_per_row());
-      rec["update_gmacs"] = macs / second / 1e9;
-    }
+    // The update's own multiply-adds: pairs x rank x sum of m n (one rank-r GEMM per matrix).
+    const double update_macs =
+        static_cast<double>(c.population / 2 * c.rank) * static_cast<double>(c.model->macs_per_row());
+    if (update_only) rec["update_gmacs"] = update_macs / second / 1e9;
     add_rate(rec, c, rows / t[0], static_cast<double>(peak_macs) / t[2] / 1e9);
-    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %6.1f%% %10.4f\n", case_label(c).c_str(), rows / t[0],
+    std::string bound = "-";
+    if (!update_only) {
+      const double factor_s = c.noise == "table" ? table_read_seconds(rec, c) : t[3];
+      bound = add_bound(rec, factor_s, work_bound(c, rec, t[0], factor_s, update_macs));
+    }
+    std::printf("%-40s %12.0f %12.0f %7.3f %9.1f %6.1f%% %6.1f%% %10.4f %7s\n", case_label(c).c_str(), rows / t[0],
                 rec["eggroll_rows_per_s"].get<double>(), rec["ratio"].get<double>(), rec["gmacs"].get<double>(),
-                100.0 * rec["peak_fraction"].get<double>(), alongside_percent(rec), second);
+                100.0 * rec["peak_fraction"].get<double>(), alongside_percent(rec), second, bound.c_str());
     std::fflush(stdout);
     records.push_back(rec);
   }
