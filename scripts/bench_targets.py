@@ -8,9 +8,10 @@ For each target: the case's median ratio over the run's processes (forward.json,
 the medians reach the target. Where the records carry `bound` (the best ratio the case's own
 EGGROLL work allows on the machine: factors obtained once, correction and update multiply-adds at
 the peak; `eggroll bench`), its median follows, and a target above it is marked "above the
-bound": no code can reach it on that machine under the current design. Then the large float model's plain inference as a fraction of the
-peak: the peak its process measured at the start (peak_fraction) and, where the records have it,
-the peak timed alongside the case (peak_alongside_fraction). The lines are what the targets
+bound": no code can reach it on that machine under the current design. Then the large float
+model's plain inference as a fraction of the peak: the peak its process measured at the start
+(peak_fraction) and, where the records have it, the peak timed alongside the case
+(peak_alongside_fraction). The lines are what the targets
 tables of docs/results.md hold, for a run's table to start from.
 """
 import glob

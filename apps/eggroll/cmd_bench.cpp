@@ -208,7 +208,7 @@ double alongside_percent(const nlohmann::json& rec) {
 
 // Every pair's factors of a case generated once, as the generator makes them (r (m + n) values a
 // pair and matrix, fill_normal or fill_int8), on all threads, into a pair's buffer that each
-// thread reuses: the noise cost that no forward of the case can go under.
+// thread reuses: the noise at the generator's own rate, with none of the view's writes.
 void generate_factors(const Case& c, std::int64_t epoch) {
   const MlpShape& s = *c.model;
   const std::int64_t lens[2] = {c.rank * (s.hidden + s.in), c.rank * (s.out + s.hidden)};
@@ -239,8 +239,9 @@ void generate_factors(const Case& c, std::int64_t epoch) {
 // (update_macs), run at the fastest multiply-add rate the process saw (the peak measured at its
 // start, the one measured alongside, or plain inference's own rate: a slow minute of the peak loop
 // must not make the bound too low). Every other cost (the fused tiles' extra loads, x . B's reads,
-// shaping, the int8 rank product's 32-bit multiplies, which run below the int8 peak) is taken as
-// zero, so the ratio can only be lower. ALGORITHM.md 4.
+// the generated factors' writes into the view, the view's pack of W, shaping and the scores, the
+// int8 rank product's 32-bit multiplies, which run below the int8 peak) is taken as zero, so the
+// ratio can only be lower. ALGORITHM.md 4.
 double work_bound(const Case& c, const nlohmann::json& rec, double inference_s, double factor_s, double update_macs) {
   const double rows = static_cast<double>(c.population * c.rows_per_member);
   const double correction_macs = rows * static_cast<double>(c.rank * c.model->sum_mn_plus());
